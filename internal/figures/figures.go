@@ -1,0 +1,125 @@
+// Package figures is the one definition of streamstall's stream figures
+// (SPEC section 4): TTFT, wall-clock and active generation time, stall time,
+// stall count, stall positions and active tokens per second. Everything that
+// needs a figure (the stall processor, the metrics connector, the hedging
+// client, the demo) computes it here, from timestamps alone.
+package figures
+
+import "slices"
+
+// Burst detection: chunks spaced less than this on average were delivered in
+// one buffered burst, so their pacing says nothing about generation.
+const burstGapNanos = int64(1_000_000)
+
+// Stall is one stall: a maximal run of consecutive gaps longer than the
+// threshold. A single chunk trickling in during a silence does not end it.
+type Stall struct {
+	// AfterChunk is the 1-based index of the chunk that precedes the silence.
+	AfterChunk int
+	// At is the timestamp of that chunk (unix nanoseconds).
+	At int64
+	// Duration is the sum of the run's gaps, in nanoseconds.
+	Duration int64
+	// Gaps is the number of stall gaps in the run.
+	Gaps int
+}
+
+// Figures are the derived figures of one stream. Durations are nanoseconds;
+// the Ms methods give the milliseconds the contract writes.
+type Figures struct {
+	ChunkCount int
+	// HasTTFT is false when there is no chunk or the first chunk precedes the
+	// span start (clock skew): TTFT is then unknown, not zero.
+	HasTTFT bool
+	TTFT    int64
+	// Generation is the wall clock from first to last chunk; it is never
+	// reduced by the stalls.
+	Generation int64
+	Threshold  int64
+	StallTotal int64
+	StallCount int
+	MaxStall   int64
+	// StallGaps counts the individual gaps longer than the threshold.
+	StallGaps int
+	Burst     bool
+	// Stalls lists every stall in stream order.
+	Stalls []Stall
+}
+
+// HasGeneration reports whether the interval figures exist (two chunks or
+// more); with fewer every interval figure is absent, never zero.
+func (f *Figures) HasGeneration() bool { return f.ChunkCount >= 2 }
+
+// Active is the net generation time: wall clock minus the stalls.
+func (f *Figures) Active() int64 { return f.Generation - f.StallTotal }
+
+// ActiveTPS is (outputTokens - 1) per second of active generation. It is
+// absent (false) for bursts, fewer than two chunks or tokens, and active
+// generation under 1 ms, where the rate is not identifiable.
+func (f *Figures) ActiveTPS(outputTokens int64) (float64, bool) {
+	active := f.Active()
+	if !f.HasGeneration() || f.Burst || active < 1_000_000 || outputTokens < 2 {
+		return 0, false
+	}
+	return float64(outputTokens-1) / (float64(active) / 1e9), true
+}
+
+// Millis converts nanoseconds to the contract's double milliseconds.
+func Millis(nanos int64) float64 { return float64(nanos) / 1e6 }
+
+// Derive computes the figures of one stream from its span start, its chunk
+// timestamps (unix nanoseconds, sorted ascending, zeros removed: see
+// PrepareChunkTimes) and the stall threshold in nanoseconds. Stalls are
+// appended to stalls[:0], so a caller that reuses the buffer allocates nothing.
+func Derive(start int64, chunkTimes []int64, threshold int64, stalls []Stall) Figures {
+	f := Figures{ChunkCount: len(chunkTimes), Threshold: threshold, Stalls: stalls[:0]}
+	n := len(chunkTimes)
+	if n == 0 {
+		return f
+	}
+	if chunkTimes[0] >= start {
+		f.HasTTFT = true
+		f.TTFT = chunkTimes[0] - start
+	}
+	if n < 2 {
+		return f
+	}
+	f.Generation = chunkTimes[n-1] - chunkTimes[0]
+	f.Burst = f.Generation < int64(n-1)*burstGapNanos
+	inStall := false
+	for i := 1; i < n; i++ {
+		gap := chunkTimes[i] - chunkTimes[i-1]
+		if gap <= threshold {
+			inStall = false
+			continue
+		}
+		f.StallGaps++
+		f.StallTotal += gap
+		if !inStall {
+			inStall = true
+			f.Stalls = append(f.Stalls, Stall{AfterChunk: i, At: chunkTimes[i-1]})
+		}
+		s := &f.Stalls[len(f.Stalls)-1]
+		s.Duration += gap
+		s.Gaps++
+		f.MaxStall = max(f.MaxStall, s.Duration)
+	}
+	f.StallCount = len(f.Stalls)
+	return f
+}
+
+// PrepareChunkTimes drops zero timestamps (unset in OTLP) and sorts the rest
+// in place, returning the usable prefix. Already sorted input, the common
+// case, costs one pass.
+func PrepareChunkTimes(ts []int64) []int64 {
+	out := ts[:0]
+	for _, t := range ts {
+		if t != 0 {
+			out = append(out, t)
+		}
+	}
+	if !slices.IsSorted(out) {
+		slices.Sort(out)
+	}
+	return out
+}

@@ -1,0 +1,97 @@
+// Package semconv holds every attribute, event and metric name of the
+// streamstall contract (SPEC sections 3 to 6) in one place, so that the
+// receiver, the processor, the connector and the hedging client can never
+// disagree on a spelling.
+package semconv
+
+// Chunk events (SPEC section 3).
+const (
+	// EventChunk is the chunk event name streamstall emits (OpenLLMetry >= 0.55).
+	EventChunk = "gen_ai.content.completion.chunk"
+	// EventChunkLegacy is the chunk event name of older OpenLLMetry and Cohere.
+	EventChunkLegacy = "llm.content.completion.chunk"
+	// EventKeepalive records a non-content frame; it is never a chunk.
+	EventKeepalive = "llm.stream.keepalive"
+
+	// AttrChunkKind says what a content chunk carried.
+	AttrChunkKind      = "llm.stream.chunk.kind"
+	ChunkKindText      = "text"
+	ChunkKindToolCall  = "tool_call"
+	ChunkKindReasoning = "reasoning"
+)
+
+// DefaultChunkEventNames are the chunk event names recognised by default.
+func DefaultChunkEventNames() []string { return []string{EventChunk, EventChunkLegacy} }
+
+// GenAI attributes read or written by streamstall (OpenTelemetry semantic
+// conventions, with the fallbacks of SPEC section 3).
+const (
+	AttrProviderName          = "gen_ai.provider.name"
+	AttrSystem                = "gen_ai.system" // older name of gen_ai.provider.name
+	AttrOperationName         = "gen_ai.operation.name"
+	AttrRequestModel          = "gen_ai.request.model"
+	AttrResponseModel         = "gen_ai.response.model"
+	AttrResponseID            = "gen_ai.response.id"
+	AttrResponseFinishReasons = "gen_ai.response.finish_reasons"
+	AttrUsageInputTokens      = "gen_ai.usage.input_tokens"
+	AttrUsageOutputTokens     = "gen_ai.usage.output_tokens"
+	AttrTimeToFirstChunk      = "gen_ai.response.time_to_first_chunk" // seconds
+	AttrRequestStream         = "gen_ai.request.stream"
+	AttrServerAddress         = "server.address"
+	AttrServerPort            = "server.port"
+	AttrHTTPStatusCode        = "http.response.status_code"
+	AttrErrorType             = "error.type"
+	AttrServiceName           = "service.name"
+)
+
+// Derived stream figures (SPEC section 4). Durations are doubles in milliseconds.
+const (
+	AttrChunkCount         = "llm.stream.chunk_count"
+	AttrTTFTMs             = "llm.stream.ttft_ms"
+	AttrGenerationMs       = "llm.stream.generation_ms"
+	AttrStallThresholdMs   = "llm.stream.stall_threshold_ms"
+	AttrStallMs            = "llm.stream.stall_ms"
+	AttrStallCount         = "llm.stream.stall_count"
+	AttrMaxStallMs         = "llm.stream.max_stall_ms"
+	AttrActiveGenerationMs = "llm.stream.active_generation_ms"
+	AttrBurst              = "llm.stream.burst"
+	AttrActiveTPS          = "llm.stream.active_tps"
+	AttrStallEventsDropped = "llm.stream.stall_events_dropped"
+
+	// EventStall marks one stall, stamped at the chunk that precedes the silence.
+	EventStall               = "llm.stream.stall"
+	AttrStallEventDurationMs = "llm.stream.stall.duration_ms"
+	AttrStallEventAfterChunk = "llm.stream.stall.after_chunk"
+	AttrStallEventGaps       = "llm.stream.stall.gaps"
+)
+
+// Hedging attributes (SPEC section 5).
+const (
+	AttrHedgeGroupID         = "llm.hedge.group_id"
+	AttrHedgeAttempt         = "llm.hedge.attempt"
+	AttrHedgeTrigger         = "llm.hedge.trigger"
+	AttrHedgeOutcome         = "llm.hedge.outcome"
+	AttrHedgeLoser           = "llm.hedge.loser"
+	AttrHedgeOutcomeInferred = "llm.hedge.outcome_inferred"
+
+	HedgeTriggerTTFT  = "ttft"
+	HedgeTriggerStall = "stall"
+	HedgeTriggerError = "error"
+
+	HedgeOutcomeWinner = "winner"
+	HedgeOutcomeLoser  = "loser"
+)
+
+// Metrics of the stall_metrics connector (SPEC section 6).
+const (
+	MetricTimeToFirstChunk   = "gen_ai.client.operation.time_to_first_chunk"
+	MetricTimePerOutputChunk = "gen_ai.client.operation.time_per_output_chunk"
+	MetricGenerationDuration = "llm.stream.generation.duration"
+	MetricActiveGenDuration  = "llm.stream.active_generation.duration"
+	MetricStallDuration      = "llm.stream.stall.duration"
+	MetricCalls              = "llm.stream.calls"
+	MetricHedgeAttempts      = "llm.hedge.attempts"
+
+	AttrStalled        = "llm.stream.stalled"
+	AttrMetricOverflow = "otel.metric.overflow"
+)
