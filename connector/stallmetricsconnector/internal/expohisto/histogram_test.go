@@ -1,0 +1,190 @@
+package expohisto
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+)
+
+// quantileFromOTLP answers a quantile from an exported data point alone, the
+// way DDSketch does: the value at rank q*(count-1) lies in some bucket
+// (base^i, base^(i+1)]; the answer is the point of that bucket with the least
+// relative error to both bounds, 2*base^(i+1)/(1+base).
+func quantileFromOTLP(t *testing.T, dp pmetric.ExponentialHistogramDataPoint, q float64) float64 {
+	t.Helper()
+	rank := q * float64(dp.Count()-1)
+	seen := float64(dp.ZeroCount())
+	if rank < seen {
+		return 0
+	}
+	base := math.Exp2(math.Exp2(-float64(dp.Scale())))
+	counts := dp.Positive().BucketCounts()
+	for k := range counts.Len() {
+		seen += float64(counts.At(k))
+		if rank < seen {
+			i := float64(dp.Positive().Offset()) + float64(k)
+			lower := math.Exp2(i * math.Exp2(-float64(dp.Scale())))
+			return 2 * lower * base / (1 + base)
+		}
+	}
+	t.Fatalf("rank %v beyond count %d", rank, dp.Count())
+	return 0
+}
+
+var quantiles = []float64{0.01, 0.05, 0.10, 0.25, 0.50, 0.75, 0.90, 0.95, 0.99, 0.999}
+
+// distributions are random and adversarial latency data, in seconds.
+var distributions = map[string]func(r *rand.Rand) float64{
+	"uniform":   func(r *rand.Rand) float64 { return 0.05 + 30*r.Float64() },
+	"lognormal": func(r *rand.Rand) float64 { return 1.6 * math.Exp(r.NormFloat64()) },
+	// Pareto with alpha 1.1: infinite variance, values up to ~1e4 seconds.
+	"pareto": func(r *rand.Rand) float64 { return 0.01 / math.Pow(1-r.Float64(), 1/1.1) },
+	// Fast chunks and 55 s stalls, the field data of SPEC section 1.
+	"bimodal": func(r *rand.Rand) float64 {
+		if r.Float64() < 0.7 {
+			return math.Abs(0.03 + 0.005*r.NormFloat64())
+		}
+		return 55 * math.Exp(0.3*r.NormFloat64())
+	},
+	// Many identical values, among them exact bucket bounds.
+	"identical": func(r *rand.Rand) float64 { return []float64{1.5, 2, 0.25, 0.1}[r.IntN(4)] },
+	"tiny_and_huge": func(r *rand.Rand) float64 {
+		if r.Float64() < 0.5 {
+			return 1e-9 * (1 + r.Float64())
+		}
+		return 1e6 * (1 + r.Float64())
+	},
+	"log_uniform_wide": func(r *rand.Rand) float64 { return math.Pow(10, -9+15*r.Float64()) },
+	"with_zeros": func(r *rand.Rand) float64 {
+		if r.Float64() < 0.2 {
+			return 0
+		}
+		return 0.4 * math.Exp(r.NormFloat64())
+	},
+}
+
+func TestQuantilesFromExportedBuckets(t *testing.T) {
+	const relativeAccuracy = 0.01
+	scale, err := ScaleForAccuracy(relativeAccuracy)
+	require.NoError(t, err)
+	for _, maxBuckets := range []int{160, 8192} {
+		layout, err := NewLayout(scale, maxBuckets)
+		require.NoError(t, err)
+		for name, draw := range distributions {
+			r := rand.New(rand.NewPCG(42, uint64(len(name))))
+			values := make([]float64, 20_000)
+			h := layout.NewHistogram()
+			for i := range values {
+				values[i] = draw(r)
+				require.NoError(t, h.Record(values[i]))
+			}
+			slices.Sort(values)
+			dp := pmetric.NewExponentialHistogramDataPoint()
+			h.CopyTo(dp)
+
+			require.Equal(t, uint64(len(values)), dp.Count(), name)
+			require.LessOrEqual(t, dp.Positive().BucketCounts().Len(), maxBuckets, name)
+			var inBuckets uint64
+			for _, c := range dp.Positive().BucketCounts().AsRaw() {
+				inBuckets += c
+			}
+			require.Equal(t, dp.Count(), inBuckets+dp.ZeroCount(), name)
+			assert.Equal(t, values[0], dp.Min(), name)
+			assert.Equal(t, values[len(values)-1], dp.Max(), name)
+
+			// Within max_buckets the configured scale holds, and with it the
+			// configured accuracy; past it the accuracy of the scale exported.
+			accuracy := Accuracy(dp.Scale())
+			if maxBuckets == 8192 {
+				require.Equal(t, scale, dp.Scale(), name)
+				require.LessOrEqual(t, accuracy, relativeAccuracy)
+			}
+			for _, q := range quantiles {
+				exact := values[int(q*float64(len(values)-1))]
+				got := quantileFromOTLP(t, dp, q)
+				if exact == 0 {
+					assert.Zero(t, got, "%s p%v", name, q*100)
+					continue
+				}
+				assert.LessOrEqual(t, math.Abs(got-exact)/exact, accuracy*(1+1e-9),
+					"%s max_buckets %d scale %d p%v: exact %v, from buckets %v", name, maxBuckets, dp.Scale(), q*100, exact, got)
+				// The exported buckets are the sketch's bins: both answer alike.
+				fromSketch, err := h.Sketch().GetValueAtQuantile(q)
+				require.NoError(t, err)
+				assert.InEpsilon(t, fromSketch, got, 1e-9, "%s p%v", name, q*100)
+			}
+		}
+	}
+}
+
+func TestRecordRefusesInvalidValues(t *testing.T) {
+	layout, err := NewLayout(6, 160)
+	require.NoError(t, err)
+	h := layout.NewHistogram()
+	for _, v := range []float64{-1, math.Copysign(0, -1) - 1e-300, math.NaN(), math.Inf(1), math.Inf(-1), math.MaxFloat64} {
+		assert.ErrorIs(t, h.Record(v), ErrInvalidValue, v)
+	}
+	assert.Zero(t, h.Count())
+	require.NoError(t, h.Record(math.Copysign(0, -1))) // -0 is zero
+	require.NoError(t, h.Record(math.SmallestNonzeroFloat64))
+	dp := pmetric.NewExponentialHistogramDataPoint()
+	h.CopyTo(dp)
+	assert.Equal(t, uint64(2), dp.ZeroCount())
+	assert.Positive(t, dp.ZeroThreshold(), "a subnormal counted as zero widens the zero bucket")
+	assert.Zero(t, dp.Positive().BucketCounts().Len())
+}
+
+func TestDownscaleKeepsBucketsTrue(t *testing.T) {
+	layout, err := NewLayout(6, 16)
+	require.NoError(t, err)
+	h := layout.NewHistogram()
+	values := []float64{1, 1.01, 1.5, 2, 2.5, 3.99, 4, 7, 100, 0.001, 0}
+	for _, v := range values {
+		require.NoError(t, h.Record(v))
+	}
+	dp := pmetric.NewExponentialHistogramDataPoint()
+	h.CopyTo(dp)
+	require.LessOrEqual(t, dp.Positive().BucketCounts().Len(), 16)
+	require.Less(t, dp.Scale(), int32(6))
+	// Every value must sit in the exported bucket that covers it.
+	m, err := NewMapping(dp.Scale())
+	require.NoError(t, err)
+	want := make([]uint64, dp.Positive().BucketCounts().Len())
+	for _, v := range values {
+		if v > 0 {
+			want[m.Index(v)-int(dp.Positive().Offset())]++
+		}
+	}
+	assert.Equal(t, want, dp.Positive().BucketCounts().AsRaw())
+	assert.Equal(t, uint64(1), dp.ZeroCount())
+	assert.Equal(t, uint64(len(values)), dp.Count())
+	assert.InDelta(t, 123.001, dp.Sum(), 1e-9)
+}
+
+func TestDownscaleStopsAtMinScale(t *testing.T) {
+	layout, err := NewLayout(0, 2)
+	require.NoError(t, err)
+	h := layout.NewHistogram()
+	for _, v := range []float64{1e-300, 1e300, 1} {
+		require.NoError(t, h.Record(v))
+	}
+	assert.Equal(t, MinScale, h.Scale())
+	dp := pmetric.NewExponentialHistogramDataPoint()
+	h.CopyTo(dp)
+	assert.Equal(t, uint64(3), dp.Count())
+}
+
+func TestEmptyHistogramExport(t *testing.T) {
+	layout, err := NewLayout(6, 160)
+	require.NoError(t, err)
+	dp := pmetric.NewExponentialHistogramDataPoint()
+	layout.NewHistogram().CopyTo(dp)
+	assert.Zero(t, dp.Count())
+	assert.False(t, dp.HasMin())
+	assert.Zero(t, dp.Positive().BucketCounts().Len())
+}

@@ -1,0 +1,105 @@
+// Package expohisto keeps latency distributions as DDSketches whose buckets
+// are, one for one, the buckets of an OTLP exponential histogram.
+package expohisto // import "github.com/streamstall/streamstall/connector/stallmetricsconnector/internal/expohisto"
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/DataDog/sketches-go/ddsketch/mapping"
+)
+
+const (
+	// MaxScale is the finest scale OTLP defines.
+	MaxScale int32 = 20
+	// MinScale is the coarsest scale used. OTLP goes down to -10, but the
+	// Prometheus exporter refuses scales below -4, and at -4 the whole float64
+	// range fits in 132 buckets anyway.
+	MinScale int32 = -4
+	// MinMaxBuckets is the smallest max_buckets accepted, as in the SDK.
+	MinMaxBuckets = 2
+)
+
+var errAccuracy = errors.New("must be in (0, 1)")
+
+// Accuracy is the relative accuracy (gamma-1)/(gamma+1) of the scale, where
+// gamma = 2^(2^-scale) is the ratio of two consecutive bucket bounds.
+func Accuracy(scale int32) float64 {
+	gamma := math.Exp2(math.Ldexp(1, -int(scale)))
+	return (gamma - 1) / (gamma + 1)
+}
+
+// ScaleForAccuracy returns the coarsest scale whose relative accuracy is at
+// most relativeAccuracy: every finer scale meets the target too, but costs
+// more buckets for the same range.
+func ScaleForAccuracy(relativeAccuracy float64) (int32, error) {
+	if !(relativeAccuracy > 0 && relativeAccuracy < 1) {
+		return 0, fmt.Errorf("%w, got %v", errAccuracy, relativeAccuracy)
+	}
+	for scale := MinScale; scale <= MaxScale; scale++ {
+		if Accuracy(scale) <= relativeAccuracy {
+			return scale, nil
+		}
+	}
+	return 0, fmt.Errorf("%v is finer than scale %d allows (%.3g)", relativeAccuracy, MaxScale, Accuracy(MaxScale))
+}
+
+// Mapping is sketches-go's LogarithmicMapping at gamma = 2^(2^-scale) and
+// index offset 0, so that its index i names the bucket whose lower bound is
+// gamma^i, exactly the OTLP exponential bucket i. One thing differs and is
+// overridden: LogarithmicMapping.Index puts a value on a bound into the bucket
+// above ([gamma^i, gamma^(i+1)), floor of the logarithm), OTLP into the bucket
+// below ((base^i, base^(i+1)]). No index offset can fix that, so Index
+// follows the OTLP reference mapping, exact on powers of two, the only
+// bounds a float64 can hold exactly.
+type Mapping struct {
+	*mapping.LogarithmicMapping
+	scale int32
+	// log2Scaled is 2^scale/ln(2): it turns a natural logarithm into an index.
+	log2Scaled float64
+}
+
+var _ mapping.IndexMapping = (*Mapping)(nil)
+
+// NewMapping returns the mapping of an OTLP scale in [MinScale, MaxScale].
+func NewMapping(scale int32) (*Mapping, error) {
+	if scale < MinScale || scale > MaxScale {
+		return nil, fmt.Errorf("scale %d out of [%d, %d]", scale, MinScale, MaxScale)
+	}
+	gamma := math.Exp2(math.Ldexp(1, -int(scale)))
+	lm, err := mapping.NewLogarithmicMappingWithGamma(gamma, 0)
+	if err != nil {
+		return nil, fmt.Errorf("logarithmic mapping for scale %d: %w", scale, err)
+	}
+	return &Mapping{LogarithmicMapping: lm, scale: scale, log2Scaled: math.Ldexp(1/math.Ln2, int(scale))}, nil
+}
+
+// Scale is the OTLP scale of the mapping.
+func (m *Mapping) Scale() int32 { return m.scale }
+
+// Index returns the OTLP bucket index of a positive normal value: the i with
+// base^i < value <= base^(i+1).
+func (m *Mapping) Index(value float64) int {
+	frac, exp := math.Frexp(value) // value = frac * 2^exp, frac in [0.5, 1)
+	if frac == 0.5 {
+		// value = 2^(exp-1) is the upper bound of its bucket.
+		if m.scale >= 0 {
+			return ((exp - 1) << m.scale) - 1
+		}
+		return (exp - 2) >> -m.scale
+	}
+	if m.scale <= 0 {
+		// 2^(exp-1) < value < 2^exp: in the bucket ending at or above 2^exp.
+		return (exp - 1) >> -m.scale
+	}
+	// Splitting off the binary exponent keeps the logarithm small and exact
+	// enough: log(frac) is in (-ln 2, 0), so the sub-index is in [-2^scale, -1].
+	return exp<<m.scale + int(math.Floor(math.Log(frac)*m.log2Scaled))
+}
+
+// Equals reports whether other is a Mapping of the same scale.
+func (m *Mapping) Equals(other mapping.IndexMapping) bool {
+	o, ok := other.(*Mapping)
+	return ok && o.scale == m.scale
+}
