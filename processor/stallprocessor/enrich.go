@@ -1,0 +1,204 @@
+package stallprocessor // import "github.com/streamstall/streamstall/processor/stallprocessor"
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/ottl/contexts/ottlspanevent"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/streamstall/streamstall/internal/figures"
+	"github.com/streamstall/streamstall/internal/semconv"
+)
+
+// enrich derives the stream figures of one span and writes them. It returns
+// the first chunk time for hedge-outcome inference; a span without a usable
+// chunk event is left untouched.
+func (p *stallProcessor) enrich(ctx context.Context, s *scratch, rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, span ptrace.Span, tally *batchTally) (first int64, hasChunk bool, err error) {
+	events := span.Events()
+	times, mask := s.chunkTimes[:0], s.chunkMask[:0]
+	hasStallEvents := false
+	for i := 0; i < events.Len(); i++ {
+		ev := events.At(i)
+		isChunk := p.chunkNames.contains(ev.Name())
+		if isChunk && len(p.conditions.chunkEvent) > 0 {
+			tCtx := ottlspanevent.NewTransformContext(rs, ss, span, ev, ottlspanevent.WithEventIndex(int64(i)))
+			isChunk, err = p.conditions.chunkEvent.eval(ctx, tCtx, p.handleError)
+			tCtx.Close()
+			if err != nil {
+				return 0, false, err
+			}
+		}
+		if isChunk {
+			times = append(times, int64(ev.Timestamp()))
+		} else if ev.Name() == semconv.EventStall {
+			hasStallEvents = true
+		}
+		if p.dropChunks {
+			mask = append(mask, isChunk)
+		}
+	}
+	times = figures.PrepareChunkTimes(times)
+	s.chunkTimes, s.chunkMask = times, mask
+	if len(times) == 0 {
+		return 0, false, nil
+	}
+
+	f := figures.Derive(int64(span.StartTimestamp()), times, p.threshold, s.stalls)
+	s.stalls = f.Stalls
+
+	// A span that already carries the figures went through a stall processor
+	// before (a second tier): values are overwritten in place, and figures
+	// the current config no longer produces are removed, so that processing
+	// twice gives the identical span.
+	attrs := span.Attributes()
+	_, rederive := attrs.Get(semconv.AttrChunkCount)
+	writeFigures(attrs, &f, rederive)
+	if hasStallEvents || p.dropChunks {
+		idx := 0
+		events.RemoveIf(func(ev ptrace.SpanEvent) bool {
+			drop := ev.Name() == semconv.EventStall || (p.dropChunks && mask[idx])
+			idx++
+			return drop
+		})
+	}
+	p.writeStallEvents(events, attrs, f.Stalls, rederive)
+
+	tally.enriched++
+	tally.stalls += int64(f.StallCount)
+	return times[0], true, nil
+}
+
+// writeFigures writes the attributes of SPEC section 4 with their presence
+// rules. With rederive, an attribute that is absent by those rules is removed.
+func writeFigures(attrs pcommon.Map, f *figures.Figures, rederive bool) {
+	attrs.EnsureCapacity(attrs.Len() + 12)
+	attrs.PutInt(semconv.AttrChunkCount, int64(f.ChunkCount))
+	if f.HasTTFT {
+		attrs.PutDouble(semconv.AttrTTFTMs, figures.Millis(f.TTFT))
+		if _, ok := attrs.Get(semconv.AttrTimeToFirstChunk); !ok {
+			attrs.PutDouble(semconv.AttrTimeToFirstChunk, float64(f.TTFT)/1e9)
+		}
+	} else if rederive {
+		attrs.Remove(semconv.AttrTTFTMs)
+	}
+	if !f.HasGeneration() {
+		if rederive {
+			removeAll(attrs, intervalAttributes...)
+			removeAll(attrs, semconv.AttrBurst, semconv.AttrActiveTPS)
+		}
+		return
+	}
+	attrs.PutDouble(semconv.AttrGenerationMs, figures.Millis(f.Generation))
+	attrs.PutDouble(semconv.AttrStallThresholdMs, figures.Millis(f.Threshold))
+	attrs.PutDouble(semconv.AttrStallMs, figures.Millis(f.StallTotal))
+	attrs.PutInt(semconv.AttrStallCount, int64(f.StallCount))
+	attrs.PutDouble(semconv.AttrMaxStallMs, figures.Millis(f.MaxStall))
+	attrs.PutDouble(semconv.AttrActiveGenerationMs, figures.Millis(f.Active()))
+	if f.Burst {
+		attrs.PutBool(semconv.AttrBurst, true)
+	} else if rederive {
+		attrs.Remove(semconv.AttrBurst)
+	}
+	if tps, ok := f.ActiveTPS(outputTokens(attrs)); ok {
+		attrs.PutDouble(semconv.AttrActiveTPS, tps)
+	} else if rederive {
+		attrs.Remove(semconv.AttrActiveTPS)
+	}
+}
+
+// intervalAttributes are present exactly when the span has two chunks or more.
+var intervalAttributes = []string{
+	semconv.AttrGenerationMs,
+	semconv.AttrStallThresholdMs,
+	semconv.AttrStallMs,
+	semconv.AttrStallCount,
+	semconv.AttrMaxStallMs,
+	semconv.AttrActiveGenerationMs,
+}
+
+func removeAll(attrs pcommon.Map, keys ...string) {
+	for _, key := range keys {
+		attrs.Remove(key)
+	}
+}
+
+// writeStallEvents appends one llm.stream.stall event per stall, at most
+// max_stall_events, and counts the rest.
+func (p *stallProcessor) writeStallEvents(events ptrace.SpanEventSlice, attrs pcommon.Map, stalls []figures.Stall, rederive bool) {
+	written := min(len(stalls), p.maxStallEvents)
+	if dropped := len(stalls) - written; dropped > 0 {
+		attrs.PutInt(semconv.AttrStallEventsDropped, int64(dropped))
+	} else if rederive {
+		attrs.Remove(semconv.AttrStallEventsDropped)
+	}
+	events.EnsureCapacity(events.Len() + written)
+	for _, st := range stalls[:written] {
+		ev := events.AppendEmpty()
+		ev.SetName(semconv.EventStall)
+		ev.SetTimestamp(pcommon.Timestamp(st.At))
+		evAttrs := ev.Attributes()
+		evAttrs.EnsureCapacity(3)
+		evAttrs.PutDouble(semconv.AttrStallEventDurationMs, figures.Millis(st.Duration))
+		evAttrs.PutInt(semconv.AttrStallEventAfterChunk, int64(st.AfterChunk))
+		evAttrs.PutInt(semconv.AttrStallEventGaps, int64(st.Gaps))
+	}
+}
+
+// outputTokens reads gen_ai.usage.output_tokens, which instrumentations
+// write as an int, a double or a string; 0 when absent or unreadable.
+func outputTokens(attrs pcommon.Map) int64 {
+	v, ok := attrs.Get(semconv.AttrUsageOutputTokens)
+	if !ok {
+		return 0
+	}
+	switch v.Type() {
+	case pcommon.ValueTypeInt:
+		return v.Int()
+	case pcommon.ValueTypeDouble:
+		return int64(v.Double())
+	case pcommon.ValueTypeStr:
+		n, err := strconv.ParseInt(v.Str(), 10, 64)
+		if err != nil {
+			return 0
+		}
+		return n
+	default:
+		return 0
+	}
+}
+
+// nameSet is the set of chunk event names. The usual configuration has two
+// names, where comparing strings beats hashing them; a map takes over for
+// long lists.
+type nameSet struct {
+	few  []string
+	many map[string]struct{}
+}
+
+const nameSetLinearMax = 8
+
+func newNameSet(names []string) nameSet {
+	if len(names) <= nameSetLinearMax {
+		return nameSet{few: names}
+	}
+	many := make(map[string]struct{}, len(names))
+	for _, n := range names {
+		many[n] = struct{}{}
+	}
+	return nameSet{many: many}
+}
+
+func (s nameSet) contains(name string) bool {
+	if s.many != nil {
+		_, ok := s.many[name]
+		return ok
+	}
+	for _, n := range s.few {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
