@@ -1,0 +1,74 @@
+package llmstream
+
+import "fmt"
+
+// Request is what telemetry may know of a request body: the model and
+// whether a stream was asked for. Prompts are never decoded.
+type Request struct {
+	Model  string
+	Stream bool
+}
+
+// ParseRequest reads the model and stream flag of a JSON request body of any
+// of the four shapes (they agree on both names).
+func ParseRequest(body []byte) (Request, error) {
+	var r struct {
+		Model  string `json:"model"`
+		Stream bool   `json:"stream"`
+	}
+	if err := decode(body, &r); err != nil {
+		return Request{}, fmt.Errorf("%w: request: %w", ErrMalformed, err)
+	}
+	return Request(r), nil
+}
+
+// ParseResponse reads the metadata of a whole (non-streaming) JSON response
+// body, success or error.
+func ParseResponse(shape Shape, body []byte) (Meta, error) {
+	var m Meta
+	var err error
+	switch shape {
+	case ShapeChatCompletions, ShapeCompletions:
+		// A chat.completion object shares the chunk's id, model,
+		// choices[].finish_reason, usage and error fields.
+		var f Frame
+		err = classifyChat(body, &f)
+		m = f.Meta
+	case ShapeResponses:
+		var r responseObject
+		if err = decode(body, &r); err == nil {
+			r.meta(&m)
+		}
+	case ShapeMessages:
+		var r struct {
+			ID         string          `json:"id"`
+			Model      string          `json:"model"`
+			StopReason string          `json:"stop_reason"`
+			Usage      *anthropicUsage `json:"usage"`
+			Error      *apiError       `json:"error"`
+		}
+		if err = decode(body, &r); err == nil {
+			m.ResponseID, m.ResponseModel = r.ID, r.Model
+			if r.StopReason != "" {
+				m.FinishReasons = []string{r.StopReason}
+			}
+			if r.Usage != nil {
+				r.Usage.meta(&m)
+			}
+			if r.Error != nil {
+				r.Error.meta(&m)
+			}
+		}
+	default:
+		var r struct {
+			Error *apiError `json:"error"`
+		}
+		if err = decode(body, &r); err == nil && r.Error != nil {
+			r.Error.meta(&m)
+		}
+	}
+	if err != nil {
+		return Meta{}, fmt.Errorf("%w: %s response: %w", ErrMalformed, shape, err)
+	}
+	return m, nil
+}
