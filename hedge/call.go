@@ -1,0 +1,360 @@
+package hedge
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// errCallClosed ends a call closed before its end.
+var errCallClosed = errors.New("hedge: call closed")
+
+// Call is one logical call in flight. Its methods are for one goroutine,
+// like a bufio.Scanner: Next, Chunk, Err, Result, Close. Only the readers of
+// the attempts run in goroutines of their own, and all of them have returned
+// when the call has ended and Close has returned.
+type Call struct {
+	h   *Hedger
+	req Request
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	tel    callTelemetry
+
+	race   race
+	live   [maxAttemptsLimit]liveAttempt
+	events chan attemptEvent
+	wg     sync.WaitGroup
+
+	timer    clockwork.Timer
+	armedAt  int64 // deadline the timer is set for, 0 when stopped
+	queue    []Chunk
+	cur      Chunk
+	partial  strings.Builder // text the caller got (streaming delivery)
+	chunks   int
+	finished bool
+	closed   bool
+	err      error
+	result   Result
+}
+
+// liveAttempt is the driver's side of one attempt.
+type liveAttempt struct {
+	cancel context.CancelFunc
+	span   trace.Span
+	chunks []Chunk // buffered delivery only
+	model  string
+	usage  Usage
+	finish string
+	err    error
+	ended  bool
+}
+
+// attemptEvent is what a reader goroutine hands to the call: one stream
+// event or the error that ended the attempt, stamped when it arrived.
+type attemptEvent struct {
+	attempt int
+	at      int64
+	ev      Event
+	err     error
+}
+
+func (h *Hedger) start(ctx context.Context, req Request, buffered bool) *Call {
+	c := &Call{h: h, req: req, events: make(chan attemptEvent, 8)}
+	ctx = c.tel.startCall(ctx, h, buffered)
+	c.ctx, c.cancel = context.WithCancelCause(ctx)
+	c.race.reset(h.policy, buffered)
+	c.race.start(c.now())
+	c.apply()
+	return c
+}
+
+func (c *Call) now() int64 { return c.h.clock.Now().UnixNano() }
+
+// Next waits for the next content chunk and reports whether there is one.
+// In buffered delivery (Complete) it only runs the call to its end.
+func (c *Call) Next() bool {
+	for {
+		if len(c.queue) > 0 {
+			c.cur = c.queue[0]
+			c.queue = c.queue[1:]
+			return true
+		}
+		if c.finished {
+			return false
+		}
+		c.wait()
+	}
+}
+
+// Chunk returns the chunk Next found.
+func (c *Call) Chunk() Chunk { return c.cur }
+
+// Err returns the error that ended the call, nil after success. A stall is
+// a *StallError; a refusal of the sources is their error (*StatusError...).
+func (c *Call) Err() error { return c.err }
+
+// Result describes the finished call.
+func (c *Call) Result() Result { return c.result }
+
+// Close cancels whatever still runs and waits for every goroutine of the
+// call. It is safe to call more than once.
+func (c *Call) Close() error {
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	if !c.finished {
+		c.race.abort(errCallClosed)
+		c.apply()
+	}
+	c.cancel(errCallClosed)
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	c.wg.Wait()
+	return nil
+}
+
+// wait handles one event: an attempt's frame or end, a timer, or the
+// caller's context.
+func (c *Call) wait() {
+	c.arm()
+	var tick <-chan time.Time
+	if c.armedAt != 0 {
+		tick = c.timer.Chan()
+	}
+	select {
+	case e := <-c.events:
+		c.handle(e)
+	case <-tick:
+		c.armedAt = 0
+		c.race.advance(c.now())
+	case <-c.ctx.Done():
+		c.race.abort(context.Cause(c.ctx))
+	}
+	c.apply()
+}
+
+// arm sets the timer to the race's next deadline.
+func (c *Call) arm() {
+	d := c.race.deadline()
+	if d == c.armedAt {
+		return
+	}
+	if d == 0 {
+		c.timer.Stop()
+		c.armedAt = 0
+		return
+	}
+	wait := max(time.Duration(d-c.now()), 0)
+	if c.timer == nil {
+		c.timer = c.h.clock.NewTimer(wait)
+	} else {
+		c.timer.Stop()
+		c.timer.Reset(wait)
+	}
+	c.armedAt = d
+}
+
+func (c *Call) handle(e attemptEvent) {
+	i := e.attempt
+	if c.race.attempts[i].state != attemptRunning {
+		return // a cancelled attempt is never resurrected
+	}
+	a := &c.live[i]
+	if e.ev.Model != "" {
+		a.model = e.ev.Model
+	}
+	switch {
+	case e.err != nil:
+		a.err = e.err
+		c.race.fail(i, e.at, classify(e.err), e.err)
+	case e.ev.Type == EventContent:
+		ch := e.ev.Chunk
+		deliver := c.race.content(i, e.at, ch.Kind == ChunkText)
+		c.tel.chunk(a.span, e.at, ch.Kind)
+		switch {
+		case c.race.buffered:
+			a.chunks = append(a.chunks, ch)
+		case deliver:
+			c.queue = append(c.queue, ch)
+			c.chunks++
+			if ch.Kind == ChunkText {
+				c.partial.WriteString(ch.Text)
+			}
+		}
+	case e.ev.Type == EventKeepalive:
+		if c.h.cfg.keepalives {
+			c.tel.keepalive(a.span, e.at)
+		}
+	case e.ev.Type == EventDone:
+		a.usage, a.finish = e.ev.Usage, e.ev.FinishReason
+		c.race.complete(i, e.at)
+	}
+}
+
+// apply carries out the race's actions and, at the end, settles the call.
+func (c *Call) apply() {
+	for _, act := range c.race.actions() {
+		switch act.kind {
+		case actionLaunch:
+			c.launch(act.attempt)
+		case actionCancel:
+			c.live[act.attempt].cancel()
+		}
+	}
+	if c.race.done && !c.finished {
+		c.finish()
+	}
+}
+
+func (c *Call) launch(i int) {
+	ra := &c.race.attempts[i]
+	src := c.h.sources[ra.source]
+	req := c.req
+	if ra.continuation {
+		req.Prefix = c.partial.String()
+	}
+	ctx, cancel := context.WithCancel(c.ctx)
+	ctx, span := c.tel.startAttempt(ctx, c.h, src, i, ra.trigger)
+	c.live[i] = liveAttempt{cancel: cancel, span: span}
+	c.wg.Add(1)
+	go c.read(ctx, i, src, &req)
+}
+
+// read runs one attempt: it opens the stream and hands every event to the
+// call until the stream ends or the attempt is cancelled.
+func (c *Call) read(ctx context.Context, i int, src Source, req *Request) {
+	defer c.wg.Done()
+	st, err := src.Open(ctx, req)
+	if err != nil {
+		c.send(ctx, attemptEvent{attempt: i, at: c.now(), err: err})
+		return
+	}
+	defer st.Close()
+	for {
+		ev, err := st.Recv()
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF // EOF before EventDone: the stream was cut
+		}
+		if !c.send(ctx, attemptEvent{attempt: i, at: c.now(), ev: ev, err: err}) || err != nil || ev.Type == EventDone {
+			return
+		}
+	}
+}
+
+func (c *Call) send(ctx context.Context, e attemptEvent) bool {
+	select {
+	case c.events <- e:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// finish settles the result or the error, ends the spans and releases the
+// attempts that are still running.
+func (c *Call) finish() {
+	c.finished = true
+	r := &c.race
+	c.cancel(errCallClosed)
+	rep := r.winner // the attempt that stands for the call in telemetry
+	if rep < 0 {
+		rep = r.committed
+	}
+	if rep < 0 {
+		rep = r.errFrom
+	}
+	if r.err != nil {
+		c.err = c.callError()
+	} else {
+		c.result = c.buildResult()
+	}
+	now := c.now()
+	for i := 0; i < r.n; i++ {
+		c.endAttempt(i, i == rep, now)
+	}
+	c.tel.endCall(c.err, now)
+}
+
+func (c *Call) callError() error {
+	r := &c.race
+	if !errors.Is(r.err, errStalled) {
+		return r.err
+	}
+	i := r.errFrom
+	src := c.h.sources[r.attempts[i].source]
+	se := &StallError{Source: src.Name(), Model: c.live[i].modelOr(src), Silence: time.Duration(r.p.stallTimeout), Truncated: true}
+	if r.buffered {
+		se.Chunks = len(c.live[i].chunks)
+		se.Partial = joinText(c.live[i].chunks)
+	} else {
+		se.Chunks = c.chunks
+		se.Partial = c.partial.String()
+	}
+	return se
+}
+
+func (c *Call) buildResult() Result {
+	r := &c.race
+	w := &c.live[r.winner]
+	src := c.h.sources[r.attempts[r.winner].source]
+	res := Result{
+		Source:       src.Name(),
+		Model:        w.modelOr(src),
+		Usage:        w.usage,
+		FinishReason: w.finish,
+		Attempts:     r.n,
+	}
+	if r.buffered {
+		res.Chunks = w.chunks
+		res.Text = joinText(w.chunks)
+	} else {
+		res.Text = c.partial.String()
+	}
+	return res
+}
+
+func (c *Call) endAttempt(i int, representative bool, now int64) {
+	a := &c.live[i]
+	if a.ended {
+		return
+	}
+	a.ended = true
+	ra := &c.race.attempts[i]
+	var err error
+	switch {
+	case ra.state == attemptFailed:
+		err = a.err
+		if err == nil {
+			err = errStalled // failed by the watchdog, not by its reader
+		}
+	case representative && c.race.err != nil:
+		err = c.err
+	}
+	c.tel.endAttempt(a, c.h.sources[ra.source], representative, err, now)
+}
+
+func (a *liveAttempt) modelOr(src Source) string {
+	if a.model != "" {
+		return a.model
+	}
+	return src.Model()
+}
+
+func joinText(chunks []Chunk) string {
+	var b strings.Builder
+	for _, ch := range chunks {
+		if ch.Kind == ChunkText {
+			b.WriteString(ch.Text)
+		}
+	}
+	return b.String()
+}

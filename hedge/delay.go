@@ -1,0 +1,126 @@
+package hedge
+
+import (
+	"math"
+	"sync"
+	"sync/atomic"
+
+	"github.com/DataDog/sketches-go/ddsketch"
+)
+
+// Adaptive delay defaults.
+const (
+	defaultQuantile       = 0.95
+	defaultDelayWindow    = int64(60e9) // one window; the estimate covers the last one or two
+	defaultMinSamples     = 20
+	recomputeEvery        = 8
+	sketchAccuracy        = 0.01
+	sketchMaxBins         = 2048
+	minAdaptiveDelayNanos = int64(1e6) // never hedge sooner than 1 ms: below that it is a duplicate request
+)
+
+// delayEstimator learns the hedge delay of one source (one endpoint and
+// model) as a quantile of its recent time to first content. Samples go into a
+// DDSketch per window; two windows rotate, so the estimate covers between one
+// and two windows of history and forgets an incident within two. The quantile
+// is recomputed every few samples and cached, so the per-call lookup is one
+// atomic load: the decision path never touches the sketch.
+type delayEstimator struct {
+	quantile   float64
+	fallback   int64
+	window     int64
+	minSamples float64
+
+	mu        sync.Mutex
+	cur, prev *ddsketch.DDSketch
+	scratch   *ddsketch.DDSketch
+	windowEnd int64
+	pending   int
+
+	cached atomic.Int64 // nanoseconds; 0 while cold
+}
+
+func newDelayEstimator(quantile float64, fallback, window int64, minSamples int) *delayEstimator {
+	return &delayEstimator{
+		quantile:   quantile,
+		fallback:   fallback,
+		window:     window,
+		minSamples: float64(minSamples),
+		cur:        newSketch(),
+		prev:       newSketch(),
+		scratch:    newSketch(),
+	}
+}
+
+func newSketch() *ddsketch.DDSketch {
+	// The arguments are constants that LogCollapsingLowestDenseDDSketch accepts.
+	s, err := ddsketch.LogCollapsingLowestDenseDDSketch(sketchAccuracy, sketchMaxBins)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// delay returns the hedge delay in nanoseconds: the learned quantile, or the
+// fallback until enough samples have been seen (cold start).
+func (e *delayEstimator) delay() int64 {
+	if d := e.cached.Load(); d > 0 {
+		return d
+	}
+	return e.fallback
+}
+
+// observe records one time to first content (nanoseconds) seen at now.
+func (e *delayEstimator) observe(now, ttft int64) {
+	if ttft <= 0 {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	rotated := e.rotate(now)
+	// Add only fails on negative or NaN values, excluded above.
+	_ = e.cur.Add(float64(ttft))
+	e.pending++
+	if rotated || e.pending >= recomputeEvery || e.cached.Load() == 0 {
+		e.recompute()
+	}
+}
+
+// rotate starts a new window when now has passed the current one. Time going
+// backwards (calls finishing out of order) is treated as the current window.
+func (e *delayEstimator) rotate(now int64) bool {
+	switch {
+	case e.windowEnd == 0:
+		e.windowEnd = now + e.window
+		return false
+	case now < e.windowEnd:
+		return false
+	case now < e.windowEnd+e.window:
+		e.prev, e.cur = e.cur, e.prev
+		e.cur.Clear()
+		e.windowEnd += e.window
+	default: // idle for more than a window: everything is stale
+		e.prev.Clear()
+		e.cur.Clear()
+		e.windowEnd = now + e.window
+	}
+	return true
+}
+
+func (e *delayEstimator) recompute() {
+	e.pending = 0
+	if e.cur.GetCount()+e.prev.GetCount() < e.minSamples {
+		e.cached.Store(0)
+		return
+	}
+	e.scratch.Clear()
+	// Merging sketches of one mapping cannot fail.
+	_ = e.scratch.MergeWith(e.prev)
+	_ = e.scratch.MergeWith(e.cur)
+	q, err := e.scratch.GetValueAtQuantile(e.quantile)
+	if err != nil || math.IsNaN(q) {
+		e.cached.Store(0)
+		return
+	}
+	e.cached.Store(max(int64(q), minAdaptiveDelayNanos))
+}

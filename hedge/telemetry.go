@@ -1,0 +1,153 @@
+package hedge
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/streamstall/streamstall/internal/semconv"
+)
+
+const (
+	scopeName     = "github.com/streamstall/streamstall/hedge"
+	operationChat = "chat"
+)
+
+// callTelemetry emits the spans of one call: a span for the logical call and
+// a child span (kind client) per attempt, the latter in the contract of SPEC
+// sections 3 and 5 so the stall processor needs no configuration. The call
+// span carries no chunk events and no llm.hedge.* attributes: it must not be
+// counted as one more streaming call.
+type callTelemetry struct {
+	span    trace.Span
+	groupID string
+	on      bool
+}
+
+func (t *callTelemetry) startCall(ctx context.Context, h *Hedger, buffered bool) context.Context {
+	primary := h.sources[0]
+	ctx, t.span = h.tracer.Start(ctx, "hedge "+primary.Model(),
+		trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithTimestamp(h.clock.Now()),
+		trace.WithAttributes(
+			attribute.String(semconv.AttrOperationName, operationChat),
+			attribute.String(semconv.AttrRequestModel, primary.Model()),
+			attribute.Bool(semconv.AttrRequestStream, !buffered),
+		))
+	t.on = t.span.IsRecording()
+	if t.on {
+		var id [8]byte
+		sc := t.span.SpanContext()
+		if sc.HasSpanID() {
+			id = sc.SpanID()
+		} else {
+			v := rand.Uint64()
+			for i := range id {
+				id[i] = byte(v >> (8 * i))
+			}
+		}
+		t.groupID = hex.EncodeToString(id[:])
+	}
+	return ctx
+}
+
+func (t *callTelemetry) startAttempt(ctx context.Context, h *Hedger, src Source, i int, tr trigger) (context.Context, trace.Span) {
+	if !t.on {
+		return ctx, trace.SpanFromContext(ctx)
+	}
+	attrs := []attribute.KeyValue{
+		attribute.String(semconv.AttrOperationName, operationChat),
+		attribute.String(semconv.AttrProviderName, src.Provider()),
+		attribute.String(semconv.AttrRequestModel, src.Model()),
+		attribute.Bool(semconv.AttrRequestStream, true),
+		attribute.String(semconv.AttrHedgeGroupID, t.groupID),
+		attribute.Int(semconv.AttrHedgeAttempt, i),
+	}
+	if tr != triggerPrimary {
+		attrs = append(attrs, attribute.String(semconv.AttrHedgeTrigger, tr.String()))
+	}
+	return h.tracer.Start(ctx, operationChat+" "+src.Model(),
+		trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithTimestamp(h.clock.Now()),
+		trace.WithAttributes(attrs...))
+}
+
+func (t *callTelemetry) chunk(span trace.Span, at int64, kind ChunkKind) {
+	if t.on {
+		span.AddEvent(semconv.EventChunk, trace.WithTimestamp(time.Unix(0, at)),
+			trace.WithAttributes(attribute.String(semconv.AttrChunkKind, kind.String())))
+	}
+}
+
+func (t *callTelemetry) keepalive(span trace.Span, at int64) {
+	if t.on {
+		span.AddEvent(semconv.EventKeepalive, trace.WithTimestamp(time.Unix(0, at)))
+	}
+}
+
+func (t *callTelemetry) endAttempt(a *liveAttempt, src Source, winner bool, err error, now int64) {
+	if !t.on {
+		return
+	}
+	outcome := semconv.HedgeOutcomeLoser
+	if winner {
+		outcome = semconv.HedgeOutcomeWinner
+	}
+	attrs := []attribute.KeyValue{attribute.String(semconv.AttrHedgeOutcome, outcome)}
+	if a.model != "" {
+		attrs = append(attrs, attribute.String(semconv.AttrResponseModel, a.model))
+	}
+	if a.usage != (Usage{}) {
+		attrs = append(attrs,
+			attribute.Int64(semconv.AttrUsageInputTokens, a.usage.InputTokens),
+			attribute.Int64(semconv.AttrUsageOutputTokens, a.usage.OutputTokens))
+	}
+	if a.finish != "" {
+		attrs = append(attrs, attribute.StringSlice(semconv.AttrResponseFinishReasons, []string{a.finish}))
+	}
+	if err != nil {
+		attrs = append(attrs, attribute.String(semconv.AttrErrorType, errorType(err)))
+		var se *StatusError
+		if errors.As(err, &se) {
+			attrs = append(attrs, attribute.Int(semconv.AttrHTTPStatusCode, se.StatusCode))
+		}
+		a.span.SetStatus(codes.Error, err.Error())
+	}
+	a.span.SetAttributes(attrs...)
+	a.span.End(trace.WithTimestamp(time.Unix(0, now)))
+}
+
+func (t *callTelemetry) endCall(err error, now int64) {
+	if !t.on {
+		return
+	}
+	if err != nil {
+		t.span.SetAttributes(attribute.String(semconv.AttrErrorType, errorType(err)))
+		t.span.SetStatus(codes.Error, err.Error())
+	}
+	t.span.End(trace.WithTimestamp(time.Unix(0, now)))
+}
+
+// errorType is the error.type of an attempt or call.
+func errorType(err error) string {
+	var se *StatusError
+	var stall *StallError
+	switch {
+	case errors.As(err, &stall), errors.Is(err, errStalled):
+		return "stall"
+	case errors.As(err, &se):
+		return strconv.Itoa(se.StatusCode)
+	case errors.Is(err, context.Canceled), errors.Is(err, errCallClosed):
+		return "cancelled"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	}
+	return "transport"
+}
