@@ -118,7 +118,8 @@ func (t *callTelemetry) endAttempt(a *liveAttempt, src Source, winner bool, err 
 		if errors.As(err, &se) {
 			attrs = append(attrs, attribute.Int(semconv.AttrHTTPStatusCode, se.StatusCode))
 		}
-		a.span.SetStatus(codes.Error, err.Error())
+		// error.type, not the message: an error body may quote the prompt.
+		a.span.SetStatus(codes.Error, errorType(err))
 	}
 	a.span.SetAttributes(attrs...)
 	a.span.End(trace.WithTimestamp(time.Unix(0, now)))
@@ -130,7 +131,7 @@ func (t *callTelemetry) endCall(err error, now int64) {
 	}
 	if err != nil {
 		t.span.SetAttributes(attribute.String(semconv.AttrErrorType, errorType(err)))
-		t.span.SetStatus(codes.Error, err.Error())
+		t.span.SetStatus(codes.Error, errorType(err))
 	}
 	t.span.End(trace.WithTimestamp(time.Unix(0, now)))
 }
