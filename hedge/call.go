@@ -10,6 +10,8 @@ import (
 
 	"github.com/jonboulle/clockwork"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/streamstall/streamstall/internal/hedgecore"
 )
 
 // errCallClosed ends a call closed before its end.
@@ -27,8 +29,8 @@ type Call struct {
 	cancel context.CancelCauseFunc
 	tel    callTelemetry
 
-	race   race
-	live   [maxAttemptsLimit]liveAttempt
+	race   hedgecore.Race
+	live   [hedgecore.MaxAttempts]liveAttempt
 	events chan attemptEvent
 	wg     sync.WaitGroup
 
@@ -69,8 +71,8 @@ func (h *Hedger) start(ctx context.Context, req Request, buffered bool) *Call {
 	c := &Call{h: h, req: req, events: make(chan attemptEvent, 8)}
 	ctx = c.tel.startCall(ctx, h, buffered)
 	c.ctx, c.cancel = context.WithCancelCause(ctx)
-	c.race.reset(h.policy, buffered)
-	c.race.start(c.now())
+	c.race.Reset(h.policy, buffered)
+	c.race.Start(c.now())
 	c.apply()
 	return c
 }
@@ -111,7 +113,7 @@ func (c *Call) Close() error {
 	}
 	c.closed = true
 	if !c.finished {
-		c.race.abort(errCallClosed)
+		c.race.Abort(errCallClosed)
 		c.apply()
 	}
 	c.cancel(errCallClosed)
@@ -135,16 +137,16 @@ func (c *Call) wait() {
 		c.handle(e)
 	case <-tick:
 		c.armedAt = 0
-		c.race.advance(c.now())
+		c.race.Advance(c.now())
 	case <-c.ctx.Done():
-		c.race.abort(context.Cause(c.ctx))
+		c.race.Abort(context.Cause(c.ctx))
 	}
 	c.apply()
 }
 
 // arm sets the timer to the race's next deadline.
 func (c *Call) arm() {
-	d := c.race.deadline()
+	d := c.race.Deadline()
 	if d == c.armedAt {
 		return
 	}
@@ -165,7 +167,7 @@ func (c *Call) arm() {
 
 func (c *Call) handle(e attemptEvent) {
 	i := e.attempt
-	if c.race.attempts[i].state != attemptRunning {
+	if c.race.Attempt(i).State != hedgecore.Running {
 		return // a cancelled attempt is never resurrected
 	}
 	a := &c.live[i]
@@ -175,13 +177,13 @@ func (c *Call) handle(e attemptEvent) {
 	switch {
 	case e.err != nil:
 		a.err = e.err
-		c.race.fail(i, e.at, classify(e.err), e.err)
+		c.race.Fail(i, e.at, classify(e.err), e.err)
 	case e.ev.Type == EventContent:
 		ch := e.ev.Chunk
-		deliver := c.race.content(i, e.at, ch.Kind == ChunkText)
+		deliver := c.race.Content(i, e.at, ch.Kind == ChunkText)
 		c.tel.chunk(a.span, e.at, ch.Kind)
 		switch {
-		case c.race.buffered:
+		case c.race.Buffered():
 			a.chunks = append(a.chunks, ch)
 		case deliver:
 			c.queue = append(c.queue, ch)
@@ -196,34 +198,34 @@ func (c *Call) handle(e attemptEvent) {
 		}
 	case e.ev.Type == EventDone:
 		a.usage, a.finish = e.ev.Usage, e.ev.FinishReason
-		c.race.complete(i, e.at)
+		c.race.Complete(i, e.at)
 	}
 }
 
 // apply carries out the race's actions and, at the end, settles the call.
 func (c *Call) apply() {
-	for _, act := range c.race.actions() {
-		switch act.kind {
-		case actionLaunch:
-			c.launch(act.attempt)
-		case actionCancel:
-			c.live[act.attempt].cancel()
+	for _, act := range c.race.Actions() {
+		switch act.Kind {
+		case hedgecore.Launch:
+			c.launch(act.Attempt)
+		case hedgecore.Cancel:
+			c.live[act.Attempt].cancel()
 		}
 	}
-	if c.race.done && !c.finished {
+	if c.race.Done() && !c.finished {
 		c.finish()
 	}
 }
 
 func (c *Call) launch(i int) {
-	ra := &c.race.attempts[i]
-	src := c.h.sources[ra.source]
+	ra := c.race.Attempt(i)
+	src := c.h.sources[ra.Source]
 	req := c.req
-	if ra.continuation {
+	if ra.Continuation {
 		req.Prefix = c.partial.String()
 	}
 	ctx, cancel := context.WithCancel(c.ctx)
-	ctx, span := c.tel.startAttempt(ctx, c.h, src, i, ra.trigger)
+	ctx, span := c.tel.startAttempt(ctx, c.h, src, i, ra.Trigger)
 	c.live[i] = liveAttempt{cancel: cancel, span: span}
 	c.wg.Add(1)
 	go c.read(ctx, i, src, &req)
@@ -265,20 +267,20 @@ func (c *Call) finish() {
 	c.finished = true
 	r := &c.race
 	c.cancel(errCallClosed)
-	rep := r.winner // the attempt that stands for the call in telemetry
+	rep := r.Winner() // the attempt that stands for the call in telemetry
 	if rep < 0 {
-		rep = r.committed
+		rep = r.Committed()
 	}
 	if rep < 0 {
-		rep = r.errFrom
+		rep = r.ErrFrom()
 	}
-	if r.err != nil {
+	if r.Err() != nil {
 		c.err = c.callError()
 	} else {
 		c.result = c.buildResult()
 	}
 	now := c.now()
-	for i := 0; i < r.n; i++ {
+	for i := range r.Attempts() {
 		c.endAttempt(i, i == rep, now)
 	}
 	c.tel.endCall(c.err, now)
@@ -286,13 +288,13 @@ func (c *Call) finish() {
 
 func (c *Call) callError() error {
 	r := &c.race
-	if !errors.Is(r.err, errStalled) {
-		return r.err
+	if !errors.Is(r.Err(), hedgecore.ErrStalled) {
+		return r.Err()
 	}
-	i := r.errFrom
-	src := c.h.sources[r.attempts[i].source]
-	se := &StallError{Source: src.Name(), Model: c.live[i].modelOr(src), Silence: time.Duration(r.p.stallTimeout), Truncated: true}
-	if r.buffered {
+	i := r.ErrFrom()
+	src := c.h.sources[r.Attempt(i).Source]
+	se := &StallError{Source: src.Name(), Model: c.live[i].modelOr(src), Silence: time.Duration(c.h.policy.StallTimeout()), Truncated: true}
+	if r.Buffered() {
 		se.Chunks = len(c.live[i].chunks)
 		se.Partial = joinText(c.live[i].chunks)
 	} else {
@@ -304,16 +306,16 @@ func (c *Call) callError() error {
 
 func (c *Call) buildResult() Result {
 	r := &c.race
-	w := &c.live[r.winner]
-	src := c.h.sources[r.attempts[r.winner].source]
+	w := &c.live[r.Winner()]
+	src := c.h.sources[r.Attempt(r.Winner()).Source]
 	res := Result{
 		Source:       src.Name(),
 		Model:        w.modelOr(src),
 		Usage:        w.usage,
 		FinishReason: w.finish,
-		Attempts:     r.n,
+		Attempts:     r.Attempts(),
 	}
-	if r.buffered {
+	if r.Buffered() {
 		res.Chunks = w.chunks
 		res.Text = joinText(w.chunks)
 	} else {
@@ -328,18 +330,18 @@ func (c *Call) endAttempt(i int, representative bool, now int64) {
 		return
 	}
 	a.ended = true
-	ra := &c.race.attempts[i]
+	ra := c.race.Attempt(i)
 	var err error
 	switch {
-	case ra.state == attemptFailed:
+	case ra.State == hedgecore.Failed:
 		err = a.err
 		if err == nil {
-			err = errStalled // failed by the watchdog, not by its reader
+			err = hedgecore.ErrStalled // failed by the watchdog, not by its reader
 		}
-	case representative && c.race.err != nil:
+	case representative && c.race.Err() != nil:
 		err = c.err
 	}
-	c.tel.endAttempt(a, c.h.sources[ra.source], representative, err, now)
+	c.tel.endAttempt(a, c.h.sources[ra.Source], representative, err, now)
 }
 
 func (a *liveAttempt) modelOr(src Source) string {

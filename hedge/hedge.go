@@ -21,6 +21,8 @@ import (
 
 	"github.com/jonboulle/clockwork"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/streamstall/streamstall/internal/hedgecore"
 )
 
 // Source is one LLM endpoint and model.
@@ -181,19 +183,19 @@ var (
 	errNoMessages = errors.New("hedge: request has no messages")
 )
 
-func classify(err error) errorClass {
+func classify(err error) hedgecore.Class {
 	var se *StatusError
 	if errors.As(err, &se) && se.Fatal() {
-		return classFatal
+		return hedgecore.Fatal
 	}
-	return classRetryable
+	return hedgecore.Retryable
 }
 
 // Hedger races calls across its sources. It is safe for concurrent use; the
 // calls share the learned delays and the budget.
 type Hedger struct {
 	sources []Source
-	policy  *policy
+	policy  *hedgecore.Policy
 	clock   clockwork.Clock
 	tracer  trace.Tracer
 	cfg     config
@@ -220,7 +222,7 @@ func New(sources []Source, opts ...Option) (*Hedger, error) {
 	}
 	return &Hedger{
 		sources: append([]Source(nil), sources...),
-		policy:  newPolicy(&cfg, len(sources)),
+		policy:  hedgecore.NewPolicy(cfg.core(len(sources))),
 		clock:   cfg.clock,
 		tracer:  cfg.tracer.Tracer(scopeName),
 		cfg:     cfg,

@@ -8,6 +8,8 @@ import (
 	"github.com/jonboulle/clockwork"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/streamstall/streamstall/internal/hedgecore"
 )
 
 // Defaults of a Hedger built without options.
@@ -43,9 +45,9 @@ func defaultConfig() config {
 	return config{
 		delay:        DefaultDelayFallback,
 		adaptive:     true,
-		quantile:     defaultQuantile,
-		window:       time.Duration(defaultDelayWindow),
-		minSamples:   defaultMinSamples,
+		quantile:     hedgecore.DefaultQuantile,
+		window:       hedgecore.DefaultWindow,
+		minSamples:   hedgecore.DefaultMinSamples,
 		stallTimeout: DefaultStallTimeout,
 		maxTokens:    DefaultMaxTokens,
 		tokenRatio:   DefaultTokenRatio,
@@ -154,48 +156,19 @@ func (c *config) validate() error {
 	return errors.Join(errs...)
 }
 
-// policy is the immutable part of a Hedger's decisions plus the state its
-// calls share (delay estimators, budget). It holds no goroutine.
-type policy struct {
-	sources      int
-	fixedDelay   int64
-	estimators   []*delayEstimator
-	budget       *budget
-	maxAttempts  int
-	stallTimeout int64
-	stallAfter   int64
-	continuation bool
-}
-
-func newPolicy(c *config, sources int) *policy {
-	p := &policy{
-		sources:      sources,
-		fixedDelay:   int64(c.delay),
-		budget:       newBudget(c.maxTokens, c.tokenRatio),
-		maxAttempts:  min(c.maxAttempts, maxAttemptsLimit),
-		stallTimeout: int64(c.stallTimeout),
-		stallAfter:   int64(c.stallAfter),
-		continuation: c.continuation,
-	}
-	if c.adaptive {
-		p.estimators = make([]*delayEstimator, sources)
-		for i := range p.estimators {
-			p.estimators[i] = newDelayEstimator(c.quantile, int64(c.delay), int64(c.window), c.minSamples)
-		}
-	}
-	return p
-}
-
-// delay is the hedge delay while waiting for the first content of source.
-func (p *policy) delay(source int) int64 {
-	if p.estimators == nil {
-		return p.fixedDelay
-	}
-	return p.estimators[source].delay()
-}
-
-func (p *policy) observe(source int, now, ttft int64) {
-	if p.estimators != nil {
-		p.estimators[source].observe(now, ttft)
+func (c *config) core(sources int) hedgecore.Config {
+	return hedgecore.Config{
+		Sources:      sources,
+		Delay:        c.delay,
+		Adaptive:     c.adaptive,
+		Quantile:     c.quantile,
+		Window:       c.window,
+		MinSamples:   c.minSamples,
+		MaxTokens:    c.maxTokens,
+		TokenRatio:   c.tokenRatio,
+		MaxAttempts:  c.maxAttempts,
+		StallTimeout: c.stallTimeout,
+		StallAfter:   c.stallAfter,
+		Continuation: c.continuation,
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/streamstall/streamstall/internal/hedgecore"
 	"github.com/streamstall/streamstall/internal/semconv"
 )
 
@@ -58,7 +59,7 @@ func (t *callTelemetry) startCall(ctx context.Context, h *Hedger, buffered bool)
 	return ctx
 }
 
-func (t *callTelemetry) startAttempt(ctx context.Context, h *Hedger, src Source, i int, tr trigger) (context.Context, trace.Span) {
+func (t *callTelemetry) startAttempt(ctx context.Context, h *Hedger, src Source, i int, tr hedgecore.Trigger) (context.Context, trace.Span) {
 	if !t.on {
 		return ctx, trace.SpanFromContext(ctx)
 	}
@@ -70,7 +71,7 @@ func (t *callTelemetry) startAttempt(ctx context.Context, h *Hedger, src Source,
 		attribute.String(semconv.AttrHedgeGroupID, t.groupID),
 		attribute.Int(semconv.AttrHedgeAttempt, i),
 	}
-	if tr != triggerPrimary {
+	if tr != hedgecore.TriggerPrimary {
 		attrs = append(attrs, attribute.String(semconv.AttrHedgeTrigger, tr.String()))
 	}
 	return h.tracer.Start(ctx, operationChat+" "+src.Model(),
@@ -141,7 +142,7 @@ func errorType(err error) string {
 	var se *StatusError
 	var stall *StallError
 	switch {
-	case errors.As(err, &stall), errors.Is(err, errStalled):
+	case errors.As(err, &stall), errors.Is(err, hedgecore.ErrStalled):
 		return "stall"
 	case errors.As(err, &se):
 		return strconv.Itoa(se.StatusCode)

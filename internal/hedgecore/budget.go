@@ -1,4 +1,4 @@
-package hedge
+package hedgecore
 
 import (
 	"math"
@@ -9,26 +9,26 @@ import (
 // token, as in gRPC's retryThrottling, so tokenRatio keeps three decimals.
 const budgetScale = 1000
 
-// budget is the token bucket of gRPC's retryThrottling (gRFC A6), shared by
+// Budget is the token bucket of gRPC's retryThrottling (gRFC A6), shared by
 // every call of one Hedger. A hedge or retry is allowed only while the bucket
 // holds more than half of maxTokens, and it costs one token; a failed attempt
 // costs one token; a successful call refunds tokenRatio. When every source is
 // slow the bucket drains and hedging stops by itself, so a hedge storm cannot
 // amplify an outage: in the long run extra attempts per call stay below
 // tokenRatio.
-type budget struct {
+type Budget struct {
 	tokens    atomic.Int64 // in thousandths of a token
 	max       int64
 	threshold int64
 	ratio     int64
 }
 
-// newBudget returns a full bucket, or nil (no budget) when maxTokens <= 0.
-func newBudget(maxTokens, tokenRatio float64) *budget {
+// NewBudget returns a full bucket, or nil (no budget) when maxTokens <= 0.
+func NewBudget(maxTokens, tokenRatio float64) *Budget {
 	if maxTokens <= 0 || math.IsNaN(maxTokens) || math.IsInf(maxTokens, 0) {
 		return nil
 	}
-	b := &budget{
+	b := &Budget{
 		max:   int64(maxTokens * budgetScale),
 		ratio: int64(math.Round(max(tokenRatio, 0) * budgetScale)),
 	}
@@ -38,7 +38,7 @@ func newBudget(maxTokens, tokenRatio float64) *budget {
 }
 
 // allow takes one token for a hedge or retry and reports whether it may go.
-func (b *budget) allow() bool {
+func (b *Budget) Allow() bool {
 	if b == nil {
 		return true
 	}
@@ -54,7 +54,7 @@ func (b *budget) allow() bool {
 }
 
 // failure records a failed attempt.
-func (b *budget) failure() {
+func (b *Budget) Failure() {
 	if b == nil {
 		return
 	}
@@ -67,7 +67,7 @@ func (b *budget) failure() {
 }
 
 // success records a successful call.
-func (b *budget) success() {
+func (b *Budget) Success() {
 	if b == nil {
 		return
 	}
@@ -80,7 +80,7 @@ func (b *budget) success() {
 }
 
 // level returns the tokens in the bucket (for tests and the simulator).
-func (b *budget) level() float64 {
+func (b *Budget) Level() float64 {
 	if b == nil {
 		return math.Inf(1)
 	}

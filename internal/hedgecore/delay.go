@@ -1,4 +1,4 @@
-package hedge
+package hedgecore
 
 import (
 	"math"
@@ -19,13 +19,13 @@ const (
 	minAdaptiveDelayNanos = int64(1e6) // never hedge sooner than 1 ms: below that it is a duplicate request
 )
 
-// delayEstimator learns the hedge delay of one source (one endpoint and
+// DelayEstimator learns the hedge delay of one source (one endpoint and
 // model) as a quantile of its recent time to first content. Samples go into a
 // DDSketch per window; two windows rotate, so the estimate covers between one
 // and two windows of history and forgets an incident within two. The quantile
 // is recomputed every few samples and cached, so the per-call lookup is one
 // atomic load: the decision path never touches the sketch.
-type delayEstimator struct {
+type DelayEstimator struct {
 	quantile   float64
 	fallback   int64
 	window     int64
@@ -40,8 +40,8 @@ type delayEstimator struct {
 	cached atomic.Int64 // nanoseconds; 0 while cold
 }
 
-func newDelayEstimator(quantile float64, fallback, window int64, minSamples int) *delayEstimator {
-	return &delayEstimator{
+func NewDelayEstimator(quantile float64, fallback, window int64, minSamples int) *DelayEstimator {
+	return &DelayEstimator{
 		quantile:   quantile,
 		fallback:   fallback,
 		window:     window,
@@ -63,7 +63,7 @@ func newSketch() *ddsketch.DDSketch {
 
 // delay returns the hedge delay in nanoseconds: the learned quantile, or the
 // fallback until enough samples have been seen (cold start).
-func (e *delayEstimator) delay() int64 {
+func (e *DelayEstimator) Delay() int64 {
 	if d := e.cached.Load(); d > 0 {
 		return d
 	}
@@ -71,7 +71,7 @@ func (e *delayEstimator) delay() int64 {
 }
 
 // observe records one time to first content (nanoseconds) seen at now.
-func (e *delayEstimator) observe(now, ttft int64) {
+func (e *DelayEstimator) Observe(now, ttft int64) {
 	if ttft <= 0 {
 		return
 	}
@@ -88,7 +88,7 @@ func (e *delayEstimator) observe(now, ttft int64) {
 
 // rotate starts a new window when now has passed the current one. Time going
 // backwards (calls finishing out of order) is treated as the current window.
-func (e *delayEstimator) rotate(now int64) bool {
+func (e *DelayEstimator) rotate(now int64) bool {
 	switch {
 	case e.windowEnd == 0:
 		e.windowEnd = now + e.window
@@ -107,7 +107,7 @@ func (e *delayEstimator) rotate(now int64) bool {
 	return true
 }
 
-func (e *delayEstimator) recompute() {
+func (e *DelayEstimator) recompute() {
 	e.pending = 0
 	if e.cur.GetCount()+e.prev.GetCount() < e.minSamples {
 		e.cached.Store(0)

@@ -1,98 +1,98 @@
-package hedge
+package hedgecore
 
 import "errors"
 
-// maxAttemptsLimit is gRPC's clamp on maxAttempts (gRFC A6).
-const maxAttemptsLimit = 5
+// MaxAttempts is gRPC's clamp on maxAttempts (gRFC A6).
+const MaxAttempts = 5
 
-// errStalled is the race's verdict when the watchdog ends a call; the driver
+// ErrStalled is the race's verdict when the watchdog ends a call; the driver
 // turns it into a *StallError with the call's details.
-var errStalled = errors.New("stalled")
+var ErrStalled = errors.New("stalled")
 
-// trigger is why an attempt was started (llm.hedge.trigger).
-type trigger uint8
+// Trigger is why an attempt was started (llm.hedge.trigger).
+type Trigger uint8
 
 const (
-	triggerPrimary trigger = iota
-	triggerTTFT
-	triggerStall
-	triggerError
+	TriggerPrimary Trigger = iota
+	TriggerTTFT
+	TriggerStall
+	TriggerError
 )
 
-func (t trigger) String() string {
+func (t Trigger) String() string {
 	switch t {
-	case triggerTTFT:
+	case TriggerTTFT:
 		return "ttft"
-	case triggerStall:
+	case TriggerStall:
 		return "stall"
-	case triggerError:
+	case TriggerError:
 		return "error"
 	}
 	return ""
 }
 
-type attemptState uint8
+type State uint8
 
 const (
-	attemptRunning attemptState = iota
-	attemptWon
-	attemptCancelled
-	attemptFailed
+	Running State = iota
+	Won
+	Cancelled
+	Failed
 )
 
-// attempt is the race's view of one request to one source.
-type attempt struct {
-	source       int
-	trigger      trigger
-	continuation bool
-	state        attemptState
-	start        int64
-	first        int64
-	last         int64
-	chunks       int
+// Attempt is the race's view of one request to one source.
+type Attempt struct {
+	Source       int
+	Trigger      Trigger
+	Continuation bool
+	State        State
+	Start        int64
+	First        int64
+	Last         int64
+	Chunks       int
 	// stallHedged is set once the current silence has launched a stall hedge,
 	// so one silence launches at most one.
 	stallHedged bool
 }
 
-type actionKind uint8
+type ActionKind uint8
 
 const (
-	actionLaunch actionKind = iota
-	actionCancel
+	Launch ActionKind = iota
+	Cancel
 )
 
-// action is what the race asks its driver to do.
-type action struct {
-	kind    actionKind
-	attempt int
+// Action is what the race asks its driver to do.
+type Action struct {
+	Kind    ActionKind
+	Attempt int
 }
 
-// errorClass sorts attempt failures (SPEC section 8).
-type errorClass uint8
+// Class sorts attempt failures (SPEC section 8).
+type Class uint8
 
 const (
-	// classRetryable: connection errors, 408, 429, 5xx. The next attempt
+	// Retryable: connection errors, 408, 429, 5xx. The next attempt
 	// starts at once.
-	classRetryable errorClass = iota
-	// classFatal: other 4xx. The request itself is wrong; no source will
+	Retryable Class = iota
+	// Fatal: other 4xx. The request itself is wrong; no source will
 	// answer it, so the call ends.
-	classFatal
-	// classStalled: the watchdog gave up on the attempt.
-	classStalled
+	Fatal
+	// Stalled: the watchdog gave up on the attempt.
+	Stalled
 )
 
-// race is the decision core of one logical call: which attempt starts when,
+// Race is the decision core of one logical call: which attempt starts when,
 // which one is committed, which ones are cancelled, when the call ends. It is
 // a pure state machine over explicit timestamps (unix nanoseconds): no
 // goroutine, no clock, no allocation. The Hedger drives it from network
 // events and a clockwork timer; cmd/hedgesim drives the very same code from a
 // discrete-event simulation.
-type race struct {
-	p        *policy
+type Race struct {
+	p        *Policy
 	buffered bool
 
-	attempts [maxAttemptsLimit]attempt
+	attempts [MaxAttempts]Attempt
 	n        int
 	next     int // next source, round robin from the primary
 
@@ -111,68 +111,69 @@ type race struct {
 	done    bool
 	winner  int
 	err     error
-	errFrom int // attempt whose failure ended the call, -1 if none
+	errFrom int // Attempt whose failure ended the call, -1 if none
 
-	acts  [2 * maxAttemptsLimit]action
+	acts  [2 * MaxAttempts]Action
 	nacts int
 }
 
-func (r *race) reset(p *policy, buffered bool) {
-	*r = race{p: p, buffered: buffered, committed: -1, winner: -1, errFrom: -1, continuable: true}
+// Reset prepares r for a new call under p.
+func (r *Race) Reset(p *Policy, buffered bool) {
+	*r = Race{p: p, buffered: buffered, committed: -1, winner: -1, errFrom: -1, continuable: true}
 }
 
-// actions returns and clears the actions emitted by the last event.
-func (r *race) actions() []action {
+// Actions returns and clears the actions emitted since the last call.
+func (r *Race) Actions() []Action {
 	a := r.acts[:r.nacts]
 	r.nacts = 0
 	return a
 }
 
-func (r *race) emit(kind actionKind, i int) {
-	r.acts[r.nacts] = action{kind: kind, attempt: i}
+func (r *Race) emit(kind ActionKind, i int) {
+	r.acts[r.nacts] = Action{Kind: kind, Attempt: i}
 	r.nacts++
 }
 
 // start launches the primary.
-func (r *race) start(now int64) {
-	r.launch(now, triggerPrimary, false)
+func (r *Race) Start(now int64) {
+	r.launch(now, TriggerPrimary, false)
 }
 
 // launch starts one more attempt if the attempt limit and, for anything but
 // the primary, the budget allow it.
-func (r *race) launch(now int64, t trigger, continuation bool) bool {
+func (r *Race) launch(now int64, t Trigger, continuation bool) bool {
 	if r.done || r.n >= r.p.maxAttempts {
 		return false
 	}
-	if t != triggerPrimary && !r.p.budget.allow() {
+	if t != TriggerPrimary && !r.p.budget.Allow() {
 		return false
 	}
 	i := r.n
-	r.attempts[i] = attempt{source: r.next % r.p.sources, trigger: t, continuation: continuation, start: now}
+	r.attempts[i] = Attempt{Source: r.next % r.p.sources, Trigger: t, Continuation: continuation, Start: now}
 	r.next++
 	r.n++
-	r.emit(actionLaunch, i)
+	r.emit(Launch, i)
 	if r.committed < 0 && r.n < r.p.maxAttempts {
-		r.hedgeAt = now + r.p.delay(r.attempts[i].source)
+		r.hedgeAt = now + r.p.Delay(r.attempts[i].Source)
 	}
 	return true
 }
 
 // content records one content chunk of attempt i and reports whether it goes
 // to the caller now (streaming delivery, committed attempt).
-func (r *race) content(i int, now int64, text bool) bool {
+func (r *Race) Content(i int, now int64, text bool) bool {
 	a := &r.attempts[i]
-	if r.done || a.state != attemptRunning {
+	if r.done || a.State != Running {
 		return false
 	}
-	if a.chunks == 0 {
-		a.first = now
-		if !a.continuation {
-			r.p.observe(a.source, now, now-a.start)
+	if a.Chunks == 0 {
+		a.First = now
+		if !a.Continuation {
+			r.p.Observe(a.Source, now, now-a.Start)
 		}
 	}
-	a.chunks++
-	a.last = now
+	a.Chunks++
+	a.Last = now
 	a.stallHedged = false
 	switch {
 	case r.committed < 0:
@@ -184,7 +185,7 @@ func (r *race) content(i int, now int64, text bool) bool {
 	case r.buffered:
 		return false
 	case i != r.committed:
-		if !a.continuation {
+		if !a.Continuation {
 			return false
 		}
 		// A continuation delivered before the stalled stream resumed: it
@@ -195,7 +196,7 @@ func (r *race) content(i int, now int64, text bool) bool {
 		// The committed stream resumed before any continuation spoke: first
 		// delivered wins, the continuations are dropped.
 		for j := 0; j < r.n; j++ {
-			if j != i && r.attempts[j].state == attemptRunning && r.attempts[j].chunks == 0 {
+			if j != i && r.attempts[j].State == Running && r.attempts[j].Chunks == 0 {
 				r.cancel(j)
 			}
 		}
@@ -211,30 +212,30 @@ func (r *race) content(i int, now int64, text bool) bool {
 }
 
 // complete records the normal end of attempt i's stream.
-func (r *race) complete(i int, now int64) {
+func (r *Race) Complete(i int, now int64) {
 	a := &r.attempts[i]
-	if r.done || a.state != attemptRunning {
+	if r.done || a.State != Running {
 		return
 	}
-	if !r.buffered && r.committed >= 0 && i != r.committed && !a.continuation {
+	if !r.buffered && r.committed >= 0 && i != r.committed && !a.Continuation {
 		return
 	}
-	a.state = attemptWon
+	a.State = Won
 	r.committed = i
 	r.winner = i
 	r.done = true
 	r.cancelAllBut(i)
-	r.p.budget.success()
+	r.p.budget.Success()
 }
 
 // fail records that attempt i ended with an error of the given class.
-func (r *race) fail(i int, now int64, class errorClass, err error) {
+func (r *Race) Fail(i int, now int64, class Class, err error) {
 	a := &r.attempts[i]
-	if r.done || a.state != attemptRunning {
+	if r.done || a.State != Running {
 		return
 	}
-	a.state = attemptFailed
-	if class == classFatal {
+	a.State = Failed
+	if class == Fatal {
 		// Before commit the request itself is wrong and no source will take
 		// it; after commit only the committed attempt's verdict matters.
 		if r.committed < 0 || r.committed == i || !r.running() {
@@ -242,10 +243,10 @@ func (r *race) fail(i int, now int64, class errorClass, err error) {
 		}
 		return
 	}
-	r.p.budget.failure()
-	t := triggerError
-	if class == classStalled {
-		t = triggerStall
+	r.p.budget.Failure()
+	t := TriggerError
+	if class == Stalled {
+		t = TriggerStall
 	}
 	switch {
 	case r.committed < 0 || r.buffered:
@@ -260,55 +261,55 @@ func (r *race) fail(i int, now int64, class errorClass, err error) {
 
 // advance fires the timers due at now: the TTFT hedge, the stall hedges and
 // the watchdog.
-func (r *race) advance(now int64) {
+func (r *Race) Advance(now int64) {
 	if r.done {
 		return
 	}
 	if r.committed < 0 && r.hedgeAt > 0 && now >= r.hedgeAt {
 		r.hedgeAt = 0
-		r.launch(now, triggerTTFT, false)
+		r.launch(now, TriggerTTFT, false)
 	}
 	if r.committed < 0 {
 		return
 	}
 	if !r.buffered {
 		if r.p.stallTimeout > 0 && now-r.lastDelivered >= r.p.stallTimeout {
-			r.finish(r.committed, errStalled)
+			r.finish(r.committed, ErrStalled)
 			return
 		}
 		c := &r.attempts[r.committed]
 		if r.stallHedgeDue(c, now) && r.canContinue() {
 			c.stallHedged = true
 			if !r.continuing() {
-				r.launch(now, triggerStall, true)
+				r.launch(now, TriggerStall, true)
 			}
 		}
 		return
 	}
 	for i := 0; i < r.n && !r.done; i++ {
 		a := &r.attempts[i]
-		if a.state != attemptRunning || a.chunks == 0 {
+		if a.State != Running || a.Chunks == 0 {
 			continue
 		}
-		if r.p.stallTimeout > 0 && now-a.last >= r.p.stallTimeout {
-			r.emit(actionCancel, i) // its reader still waits on the silent stream
-			r.fail(i, now, classStalled, errStalled)
+		if r.p.stallTimeout > 0 && now-a.Last >= r.p.stallTimeout {
+			r.emit(Cancel, i) // its reader still waits on the silent stream
+			r.Fail(i, now, Stalled, ErrStalled)
 			continue
 		}
 		if r.stallHedgeDue(a, now) {
 			a.stallHedged = true
-			r.launch(now, triggerStall, false)
+			r.launch(now, TriggerStall, false)
 		}
 	}
 }
 
-func (r *race) stallHedgeDue(a *attempt, now int64) bool {
-	return r.p.stallAfter > 0 && a.state == attemptRunning && a.chunks > 0 && !a.stallHedged &&
-		now-a.last >= r.p.stallAfter
+func (r *Race) stallHedgeDue(a *Attempt, now int64) bool {
+	return r.p.stallAfter > 0 && a.State == Running && a.Chunks > 0 && !a.stallHedged &&
+		now-a.Last >= r.p.stallAfter
 }
 
 // deadline is the next instant at which advance has something to do, or 0.
-func (r *race) deadline() int64 {
+func (r *Race) Deadline() int64 {
 	if r.done {
 		return 0
 	}
@@ -326,73 +327,98 @@ func (r *race) deadline() int64 {
 			earliest(r.lastDelivered + r.p.stallTimeout)
 		}
 		c := &r.attempts[r.committed]
-		if r.canContinue() && r.p.stallAfter > 0 && c.state == attemptRunning && !c.stallHedged {
-			earliest(c.last + r.p.stallAfter)
+		if r.canContinue() && r.p.stallAfter > 0 && c.State == Running && !c.stallHedged {
+			earliest(c.Last + r.p.stallAfter)
 		}
 		return next
 	}
 	for i := 0; i < r.n; i++ {
 		a := &r.attempts[i]
-		if a.state != attemptRunning || a.chunks == 0 {
+		if a.State != Running || a.Chunks == 0 {
 			continue
 		}
 		if r.p.stallTimeout > 0 {
-			earliest(a.last + r.p.stallTimeout)
+			earliest(a.Last + r.p.stallTimeout)
 		}
 		if r.p.stallAfter > 0 && !a.stallHedged {
-			earliest(a.last + r.p.stallAfter)
+			earliest(a.Last + r.p.stallAfter)
 		}
 	}
 	return next
 }
 
 // abort ends the call from outside (the caller's context).
-func (r *race) abort(err error) {
+func (r *Race) Abort(err error) {
 	if !r.done {
 		r.finish(-1, err)
 	}
 }
 
-func (r *race) canContinue() bool {
+func (r *Race) canContinue() bool {
 	return r.p.continuation && r.continuable && !r.buffered
 }
 
 // continuing reports whether a continuation is running and silent.
-func (r *race) continuing() bool {
+func (r *Race) continuing() bool {
 	for i := 0; i < r.n; i++ {
 		a := &r.attempts[i]
-		if a.continuation && a.state == attemptRunning && a.chunks == 0 {
+		if a.Continuation && a.State == Running && a.Chunks == 0 {
 			return true
 		}
 	}
 	return false
 }
 
-func (r *race) running() bool {
+func (r *Race) running() bool {
 	for i := 0; i < r.n; i++ {
-		if r.attempts[i].state == attemptRunning {
+		if r.attempts[i].State == Running {
 			return true
 		}
 	}
 	return false
 }
 
-func (r *race) finish(from int, err error) {
+func (r *Race) finish(from int, err error) {
 	r.done = true
 	r.err = err
 	r.errFrom = from
 	r.cancelAllBut(-1)
 }
 
-func (r *race) cancelAllBut(keep int) {
+func (r *Race) cancelAllBut(keep int) {
 	for j := 0; j < r.n; j++ {
-		if j != keep && r.attempts[j].state == attemptRunning {
+		if j != keep && r.attempts[j].State == Running {
 			r.cancel(j)
 		}
 	}
 }
 
-func (r *race) cancel(i int) {
-	r.attempts[i].state = attemptCancelled
-	r.emit(actionCancel, i)
+func (r *Race) cancel(i int) {
+	r.attempts[i].State = Cancelled
+	r.emit(Cancel, i)
 }
+
+// Attempt returns attempt i (0 <= i < Attempts()).
+func (r *Race) Attempt(i int) *Attempt { return &r.attempts[i] }
+
+// Attempts counts the attempts started.
+func (r *Race) Attempts() int { return r.n }
+
+// Buffered reports whether the call is in buffered delivery.
+func (r *Race) Buffered() bool { return r.buffered }
+
+// Done reports whether the call has ended.
+func (r *Race) Done() bool { return r.done }
+
+// Winner is the attempt that completed the call, -1 if none.
+func (r *Race) Winner() int { return r.winner }
+
+// Committed is the attempt whose content the caller gets, -1 before any.
+func (r *Race) Committed() int { return r.committed }
+
+// Err is the error that ended the call: ErrStalled for the watchdog, the
+// attempt's error otherwise, nil after success.
+func (r *Race) Err() error { return r.err }
+
+// ErrFrom is the attempt whose failure ended the call, -1 if none.
+func (r *Race) ErrFrom() int { return r.errFrom }

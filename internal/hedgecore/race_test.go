@@ -1,0 +1,290 @@
+package hedgecore
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+const ms = int64(time.Millisecond)
+
+type option func(*Config)
+
+func stallTimeout(d time.Duration) option { return func(c *Config) { c.StallTimeout = d } }
+func stallAfter(d time.Duration) option   { return func(c *Config) { c.StallAfter = d } }
+func continuation() option                { return func(c *Config) { c.Continuation = true } }
+func maxAttempts(n int) option            { return func(c *Config) { c.MaxAttempts = n } }
+func budget(maxTokens, ratio float64) option {
+	return func(c *Config) { c.MaxTokens, c.TokenRatio = maxTokens, ratio }
+}
+
+// testPolicy is a fixed 100 ms delay over three sources, three attempts, no
+// watchdog and no budget, changed by opts.
+func testPolicy(t *testing.T, opts ...option) *Policy {
+	t.Helper()
+	cfg := Config{Sources: 3, Delay: 100 * time.Millisecond, MaxAttempts: 3}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return NewPolicy(cfg)
+}
+
+func newRace(p *Policy, buffered bool) *Race {
+	r := &Race{}
+	r.Reset(p, buffered)
+	return r
+}
+
+// acts renders the pending actions as "+i" (launch) and "-i" (cancel).
+func acts(r *Race) []string {
+	var out []string
+	for _, a := range r.Actions() {
+		sign := "+"
+		if a.Kind == Cancel {
+			sign = "-"
+		}
+		out = append(out, sign+string(rune('0'+a.Attempt)))
+	}
+	return out
+}
+
+func TestRaceTTFTHedgeFirstDeliveredWins(t *testing.T) {
+	r := newRace(testPolicy(t), false)
+	r.Start(0)
+	assert.Equal(t, []string{"+0"}, acts(r))
+	assert.Equal(t, 100*ms, r.Deadline())
+
+	r.Advance(99 * ms)
+	assert.Empty(t, acts(r), "no hedge before the delay")
+	r.Advance(100 * ms)
+	assert.Equal(t, []string{"+1"}, acts(r))
+	assert.Equal(t, TriggerTTFT, r.attempts[1].Trigger)
+	assert.Equal(t, 1, r.attempts[1].Source)
+	assert.Equal(t, 200*ms, r.Deadline(), "the next hedge is staggered by another delay")
+
+	// The hedge delivers first: it is committed even though the primary
+	// resumes a moment later, and the primary is never resurrected.
+	assert.True(t, r.Content(1, 150*ms, true))
+	assert.Equal(t, []string{"-0"}, acts(r))
+	assert.False(t, r.Content(0, 151*ms, true))
+	assert.Equal(t, Cancelled, r.attempts[0].State)
+
+	r.Complete(1, 300*ms)
+	assert.True(t, r.done)
+	assert.Equal(t, 1, r.winner)
+	assert.NoError(t, r.err)
+}
+
+func TestRaceStaggeredHedgesStopAtMaxAttempts(t *testing.T) {
+	r := newRace(testPolicy(t, maxAttempts(3)), false)
+	r.Start(0)
+	r.Advance(100 * ms)
+	r.Advance(200 * ms)
+	assert.Equal(t, []string{"+0", "+1", "+2"}, acts(r))
+	assert.Equal(t, []int{0, 1, 2}, []int{r.attempts[0].Source, r.attempts[1].Source, r.attempts[2].Source})
+	assert.Zero(t, r.Deadline(), "no timer once the attempts are spent")
+	r.Advance(10_000 * ms)
+	assert.Empty(t, acts(r))
+
+	assert.True(t, r.Content(0, 250*ms, true))
+	assert.Equal(t, []string{"-1", "-2"}, acts(r))
+}
+
+func TestRaceMaxAttemptsClampedToFive(t *testing.T) {
+	p := testPolicy(t, maxAttempts(9))
+	assert.Equal(t, 5, p.maxAttempts)
+}
+
+func TestRaceBudgetStopsHedges(t *testing.T) {
+	p := testPolicy(t, budget(4, 0.5))
+	// Tokens 4, threshold 2: two hedges drain it to 2, the third is refused.
+	for call, want := range []bool{true, true, false} {
+		r := newRace(p, false)
+		r.Start(0)
+		r.Advance(100 * ms)
+		assert.Equal(t, want, r.n == 2, "call %d", call)
+	}
+	assert.InDelta(t, 2.0, p.Budget().Level(), 1e-9)
+
+	// A successful call refunds tokenRatio: 2.5 > 2, one more hedge.
+	r := newRace(p, false)
+	r.Start(0)
+	r.Content(0, ms, true)
+	r.Complete(0, 2*ms)
+	assert.InDelta(t, 2.5, p.Budget().Level(), 1e-9)
+	r = newRace(p, false)
+	r.Start(0)
+	r.Advance(100 * ms)
+	assert.Equal(t, 2, r.n)
+}
+
+func TestRaceRetryableErrorStartsNextAtOnce(t *testing.T) {
+	r := newRace(testPolicy(t), false)
+	r.Start(0)
+	acts(r)
+	e429 := errors.New("429 too many requests")
+	r.Fail(0, 5*ms, Retryable, e429)
+	assert.Equal(t, []string{"+1"}, acts(r))
+	assert.Equal(t, TriggerError, r.attempts[1].Trigger)
+	assert.Equal(t, 5*ms, r.attempts[1].Start)
+	assert.False(t, r.done)
+
+	// Every source fails: the call ends with the last error.
+	r.Fail(1, 6*ms, Retryable, errors.New("reset"))
+	r.Fail(2, 7*ms, Retryable, e429)
+	assert.True(t, r.done)
+	assert.Same(t, e429, r.err)
+}
+
+func TestRaceFatalErrorEndsCall(t *testing.T) {
+	r := newRace(testPolicy(t), false)
+	r.Start(0)
+	r.Advance(100 * ms)
+	acts(r)
+	e400 := errors.New("400 bad request")
+	r.Fail(1, 120*ms, Fatal, e400)
+	assert.True(t, r.done)
+	assert.Same(t, e400, r.err)
+	assert.Equal(t, []string{"-0"}, acts(r), "the other attempts are cancelled")
+}
+
+func TestRaceWatchdogIgnoresKeepalivesAndEndsStreamingCall(t *testing.T) {
+	r := newRace(testPolicy(t, stallTimeout(time.Second)), false)
+	r.Start(0)
+	r.Content(0, 50*ms, true)
+	r.Content(0, 60*ms, true)
+	assert.Equal(t, 1060*ms, r.Deadline())
+	// Keepalives are not race events at all: only content moves the clock.
+	r.Advance(1059 * ms)
+	assert.False(t, r.done)
+	r.Advance(1060 * ms)
+	assert.True(t, r.done)
+	assert.ErrorIs(t, r.err, ErrStalled)
+	assert.Equal(t, 0, r.errFrom)
+}
+
+func TestRaceBufferedStallAfterFirstToCompleteWins(t *testing.T) {
+	r := newRace(testPolicy(t, stallAfter(2*time.Second), stallTimeout(30*time.Second)), true)
+	r.Start(0)
+	assert.False(t, r.Content(0, 50*ms, true), "buffered delivery delivers nothing before the end")
+	assert.Equal(t, 2050*ms, r.Deadline())
+	r.Advance(2050 * ms)
+	assert.Equal(t, []string{"+0", "+1"}, acts(r))
+	assert.Equal(t, TriggerStall, r.attempts[1].Trigger)
+	assert.False(t, r.attempts[1].Continuation)
+	r.Advance(3000 * ms)
+	assert.Empty(t, acts(r), "one silence launches one hedge")
+
+	// Both run; the fresh attempt completes first and wins.
+	r.Content(1, 2200*ms, true)
+	r.Content(0, 2300*ms, true)
+	r.Complete(1, 2400*ms)
+	assert.Equal(t, 1, r.winner)
+	assert.Equal(t, []string{"-0"}, acts(r))
+}
+
+func TestRaceBufferedWatchdogRetries(t *testing.T) {
+	r := newRace(testPolicy(t, stallTimeout(5*time.Second)), true)
+	r.Start(0)
+	r.Content(0, 50*ms, true)
+	r.Advance(5050 * ms)
+	assert.Equal(t, []string{"+0", "-0", "+1"}, acts(r))
+	assert.Equal(t, Failed, r.attempts[0].State)
+	assert.Equal(t, TriggerStall, r.attempts[1].Trigger)
+	assert.False(t, r.done)
+}
+
+func TestRaceContinuationTakesOver(t *testing.T) {
+	p := testPolicy(t, stallAfter(2*time.Second), stallTimeout(30*time.Second), continuation())
+	r := newRace(p, false)
+	r.Start(0)
+	r.Content(0, 50*ms, true)
+	acts(r)
+	r.Advance(2050 * ms)
+	assert.Equal(t, []string{"+1"}, acts(r))
+	assert.True(t, r.attempts[1].Continuation)
+	assert.Equal(t, TriggerStall, r.attempts[1].Trigger)
+
+	assert.True(t, r.Content(1, 3000*ms, true), "the continuation's text goes to the caller")
+	assert.Equal(t, []string{"-0"}, acts(r))
+	assert.Equal(t, 1, r.committed)
+	assert.False(t, r.Content(0, 3001*ms, true), "the stalled stream is never resurrected")
+	r.Complete(1, 4000*ms)
+	assert.Equal(t, 1, r.winner)
+}
+
+func TestRaceContinuationDroppedWhenStreamResumes(t *testing.T) {
+	p := testPolicy(t, stallAfter(2*time.Second), continuation())
+	r := newRace(p, false)
+	r.Start(0)
+	r.Content(0, 50*ms, true)
+	r.Advance(2050 * ms)
+	acts(r)
+	assert.True(t, r.Content(0, 2100*ms, true))
+	assert.Equal(t, []string{"-1"}, acts(r))
+	assert.False(t, r.Content(1, 2200*ms, true))
+}
+
+func TestRaceNoContinuationAfterToolCall(t *testing.T) {
+	p := testPolicy(t, stallAfter(2*time.Second), stallTimeout(10*time.Second), continuation())
+	r := newRace(p, false)
+	r.Start(0)
+	r.Content(0, 50*ms, false)
+	acts(r)
+	assert.Equal(t, 10050*ms, r.Deadline(), "only the watchdog is left")
+	r.Advance(2050 * ms)
+	assert.Empty(t, acts(r))
+}
+
+func TestRaceBrokenStreamContinues(t *testing.T) {
+	p := testPolicy(t, stallAfter(2*time.Second), continuation())
+	r := newRace(p, false)
+	r.Start(0)
+	r.Content(0, 50*ms, true)
+	acts(r)
+	r.Fail(0, 60*ms, Retryable, errors.New("connection reset"))
+	assert.Equal(t, []string{"+1"}, acts(r))
+	assert.True(t, r.attempts[1].Continuation)
+	assert.Equal(t, TriggerError, r.attempts[1].Trigger)
+	assert.False(t, r.done)
+}
+
+func TestRaceBrokenStreamWithoutContinuationEnds(t *testing.T) {
+	r := newRace(testPolicy(t), false)
+	r.Start(0)
+	r.Content(0, 50*ms, true)
+	err := errors.New("connection reset")
+	r.Fail(0, 60*ms, Retryable, err)
+	assert.True(t, r.done)
+	assert.Same(t, err, r.err)
+}
+
+func TestRaceAbort(t *testing.T) {
+	r := newRace(testPolicy(t), false)
+	r.Start(0)
+	r.Advance(100 * ms)
+	acts(r)
+	r.Abort(context.Canceled)
+	assert.Equal(t, []string{"-0", "-1"}, acts(r))
+	assert.ErrorIs(t, r.err, context.Canceled)
+	r.Content(0, 200*ms, true)
+	assert.Empty(t, acts(r))
+}
+
+func TestRaceAllocatesNothing(t *testing.T) {
+	p := testPolicy(t, stallTimeout(time.Second), budget(10, 0.1))
+	r := &Race{}
+	allocs := testing.AllocsPerRun(100, func() {
+		r.Reset(p, false)
+		r.Start(0)
+		r.Advance(r.Deadline())
+		r.Content(1, 150*ms, true)
+		r.Content(1, 160*ms, true)
+		r.Complete(1, 170*ms)
+		r.Actions()
+	})
+	assert.Zero(t, allocs)
+}
