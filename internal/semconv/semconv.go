@@ -18,6 +18,10 @@ const (
 	ChunkKindText      = "text"
 	ChunkKindToolCall  = "tool_call"
 	ChunkKindReasoning = "reasoning"
+
+	// AttrFrameKind says what a recorded non-content frame was, on
+	// llm.stream.keepalive events: keepalive, meta, done or error.
+	AttrFrameKind = "llm.stream.frame.kind"
 )
 
 // DefaultChunkEventNames are the chunk event names recognised by default.
