@@ -17,7 +17,7 @@ const (
 	DefaultDelayFallback = 2 * time.Second
 	DefaultStallTimeout  = 120 * time.Second // LangChain's stream_chunk_timeout
 	DefaultMaxAttempts   = 3
-	DefaultMaxTokens     = 10 // gRPC's usual retryThrottling
+	DefaultMaxTokens     = 100
 	DefaultTokenRatio    = 0.1
 )
 
@@ -99,7 +99,10 @@ func Continuation() Option {
 // Budget sets the token bucket that bounds hedges and retries (gRPC
 // retryThrottling): each costs a token and is allowed only while more than
 // maxTokens/2 remain; a failed attempt costs a token; a successful call
-// gives back tokenRatio. maxTokens <= 0 removes the bound. Default 10, 0.1.
+// gives back tokenRatio, so in the long run extra attempts stay below
+// tokenRatio per call. maxTokens <= 0 removes the bound. Default 100, 0.1:
+// gRPC's usual 10 tokens leave a cushion of 5, which random runs of hedges
+// exhaust (cmd/hedgesim shows the tail suffering from it).
 func Budget(maxTokens, tokenRatio float64) Option {
 	return func(c *config) { c.maxTokens, c.tokenRatio = maxTokens, tokenRatio }
 }

@@ -86,6 +86,20 @@ func (e *DelayEstimator) Observe(now, ttft int64) {
 	}
 }
 
+// ObserveCensored records an attempt cancelled after elapsed nanoseconds
+// without content: its TTFT is only known to exceed elapsed. For a quantile
+// that is all that matters when elapsed is at or above the current estimate:
+// the sample is above the quantile whatever its true value, so it is
+// recorded at elapsed. Shorter censored runs are dropped. Without this, only
+// the winners of races would be sampled, the slow attempts that hedging
+// cancels would vanish from the distribution, and the delay would sink until
+// the budget stopped it.
+func (e *DelayEstimator) ObserveCensored(now, elapsed int64) {
+	if elapsed >= e.Delay() {
+		e.Observe(now, elapsed)
+	}
+}
+
 // rotate starts a new window when now has passed the current one. Time going
 // backwards (calls finishing out of order) is treated as the current window.
 func (e *DelayEstimator) rotate(now int64) bool {

@@ -95,6 +95,12 @@ func (p *Policy) Observe(source int, now, ttft int64) {
 	}
 }
 
+func (p *Policy) observeCensored(source int, now, elapsed int64) {
+	if p.estimators != nil {
+		p.estimators[source].ObserveCensored(now, elapsed)
+	}
+}
+
 // Budget returns the shared budget, nil when unbounded.
 func (p *Policy) Budget() *Budget { return p.budget }
 

@@ -115,6 +115,7 @@ type Race struct {
 
 	acts  [2 * MaxAttempts]Action
 	nacts int
+	now   int64 // time of the event being handled, 0 in Abort
 }
 
 // Reset prepares r for a new call under p.
@@ -162,6 +163,7 @@ func (r *Race) launch(now int64, t Trigger, continuation bool) bool {
 // content records one content chunk of attempt i and reports whether it goes
 // to the caller now (streaming delivery, committed attempt).
 func (r *Race) Content(i int, now int64, text bool) bool {
+	r.now = now
 	a := &r.attempts[i]
 	if r.done || a.State != Running {
 		return false
@@ -213,6 +215,7 @@ func (r *Race) Content(i int, now int64, text bool) bool {
 
 // complete records the normal end of attempt i's stream.
 func (r *Race) Complete(i int, now int64) {
+	r.now = now
 	a := &r.attempts[i]
 	if r.done || a.State != Running {
 		return
@@ -230,6 +233,7 @@ func (r *Race) Complete(i int, now int64) {
 
 // fail records that attempt i ended with an error of the given class.
 func (r *Race) Fail(i int, now int64, class Class, err error) {
+	r.now = now
 	a := &r.attempts[i]
 	if r.done || a.State != Running {
 		return
@@ -262,6 +266,7 @@ func (r *Race) Fail(i int, now int64, class Class, err error) {
 // advance fires the timers due at now: the TTFT hedge, the stall hedges and
 // the watchdog.
 func (r *Race) Advance(now int64) {
+	r.now = now
 	if r.done {
 		return
 	}
@@ -349,6 +354,7 @@ func (r *Race) Deadline() int64 {
 
 // abort ends the call from outside (the caller's context).
 func (r *Race) Abort(err error) {
+	r.now = 0 // the caller gave up: its cancellations say nothing about the sources
 	if !r.done {
 		r.finish(-1, err)
 	}
@@ -394,8 +400,14 @@ func (r *Race) cancelAllBut(keep int) {
 }
 
 func (r *Race) cancel(i int) {
-	r.attempts[i].State = Cancelled
+	a := &r.attempts[i]
+	a.State = Cancelled
 	r.emit(Cancel, i)
+	if a.Chunks == 0 && !a.Continuation && r.now > 0 {
+		// A loser cancelled before its first content is a censored sample:
+		// its TTFT exceeds the time it ran. See DelayEstimator.ObserveCensored.
+		r.p.observeCensored(a.Source, r.now, r.now-a.Start)
+	}
 }
 
 // Attempt returns attempt i (0 <= i < Attempts()).

@@ -1,0 +1,85 @@
+// Command hedgesim runs the hedging client's real decision code
+// (internal/hedgecore: learned delays, budget, commit and cancel, watchdog,
+// stall_after, continuation) in a discrete-event simulation against
+// simulated sources, deterministically by seed, and prints markdown tables
+// comparing hedging policies.
+//
+//	go run ./cmd/hedgesim -calls 20000 -seed 1
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+)
+
+func main() {
+	calls := flag.Int("calls", 20000, "calls per policy and workload")
+	seed := flag.Uint64("seed", 1, "random seed")
+	flag.Parse()
+	if *calls < 1 {
+		fmt.Fprintln(os.Stderr, "hedgesim: -calls must be at least 1")
+		os.Exit(2)
+	}
+	report(os.Stdout, *calls, *seed)
+}
+
+// report prints every table.
+func report(w io.Writer, calls int, seed uint64) {
+	fmt.Fprintf(w, "## %s\n\n", w1.name)
+	printTable(w, runPolicies(w1, policiesW1(), calls, seed), time.Second, "s")
+	fmt.Fprintf(w, "\n## %s\n\n", w2.name)
+	printTable(w, runPolicies(w2, policiesW2(), calls, seed), time.Millisecond, "ms")
+	fmt.Fprintf(w, "\n### W2: streamstall streaming, p99 against extra attempts by budget (tokenRatio)\n\n")
+	printCurve(w, budgetCurve(calls, seed))
+}
+
+type row struct {
+	name string
+	st   stats
+}
+
+func runPolicies(w workload, specs []policySpec, calls int, seed uint64) []row {
+	rows := make([]row, 0, len(specs))
+	for _, spec := range specs {
+		rows = append(rows, row{name: spec.name, st: newSimulator(w, spec, seed).run(calls)})
+	}
+	return rows
+}
+
+func printTable(w io.Writer, rows []row, unit time.Duration, unitName string) {
+	fmt.Fprintf(w, "| policy | p50 (%[1]s) | p95 (%[1]s) | p99 (%[1]s) | p99.9 (%[1]s) | extra attempts | wasted tokens / call | failed calls |\n", unitName)
+	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+	u := float64(unit)
+	for _, r := range rows {
+		fmt.Fprintf(w, "| %s | %.1f | %.1f | %.1f | %.1f | %.1f %% | %.1f | %d |\n", r.name,
+			r.st.quantile(0.5)/u, r.st.quantile(0.95)/u, r.st.quantile(0.99)/u, r.st.quantile(0.999)/u,
+			r.st.extraPct(), r.st.wastedPerCall(), r.st.failed)
+	}
+}
+
+type curvePoint struct {
+	ratio float64
+	st    stats
+}
+
+// budgetCurve runs W2's streamstall streaming policy at budgets of 5 to 30 %.
+func budgetCurve(calls int, seed uint64) []curvePoint {
+	var pts []curvePoint
+	for pct := 5; pct <= 30; pct += 5 {
+		spec := streamstallW2(float64(pct) / 100)
+		pts = append(pts, curvePoint{ratio: float64(pct) / 100, st: newSimulator(w2, spec, seed).run(calls)})
+	}
+	return pts
+}
+
+func printCurve(w io.Writer, pts []curvePoint) {
+	fmt.Fprintln(w, "| budget (tokenRatio) | p50 (ms) | p99 (ms) | p99.9 (ms) | extra attempts |")
+	fmt.Fprintln(w, "| ---: | ---: | ---: | ---: | ---: |")
+	for _, p := range pts {
+		fmt.Fprintf(w, "| %.0f %% | %.1f | %.1f | %.1f | %.1f %% |\n", 100*p.ratio,
+			p.st.quantile(0.5)/1e6, p.st.quantile(0.99)/1e6, p.st.quantile(0.999)/1e6, p.st.extraPct())
+	}
+}

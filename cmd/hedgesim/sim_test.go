@@ -1,0 +1,90 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func specNamed(t *testing.T, specs []policySpec, name string) policySpec {
+	t.Helper()
+	for _, s := range specs {
+		if s.name == name {
+			return s
+		}
+	}
+	t.Fatalf("no policy %q", name)
+	return policySpec{}
+}
+
+func TestSimulationIsDeterministicBySeed(t *testing.T) {
+	spec := specNamed(t, policiesW1(), nameContinue)
+	a := newSimulator(w1, spec, 7).run(2000)
+	b := newSimulator(w1, spec, 7).run(2000)
+	c := newSimulator(w1, spec, 8).run(2000)
+	assert.Equal(t, a, b)
+	assert.NotEqual(t, a.completions, c.completions)
+
+	var out1, out2 bytes.Buffer
+	report(&out1, 500, 3)
+	report(&out2, 500, 3)
+	assert.Equal(t, out1.String(), out2.String())
+}
+
+func TestSimulationSamePrimaryLuckAcrossPolicies(t *testing.T) {
+	// Without hedging or a watchdog every policy sees the same primaries:
+	// a call that neither hedges nor stalls ends at the same instant.
+	none := newSimulator(w1, specNamed(t, policiesW1(), nameNoHedge), 1).run(3000)
+	codex := newSimulator(w1, specNamed(t, policiesW1(), nameWatchdog300), 1).run(3000)
+	assert.Equal(t, none.quantile(0.5), codex.quantile(0.5))
+	assert.Equal(t, none.quantile(0.95), codex.quantile(0.95))
+}
+
+// TestTargetsW1: the streamstall policies cut W1's p99 completion by at least
+// half against the LangChain watchdog, with at most 12 % extra attempts.
+func TestTargetsW1(t *testing.T) {
+	const calls = 20000
+	specs := policiesW1()
+	baseline := newSimulator(w1, specNamed(t, specs, nameWatchdog120), 1).run(calls)
+	for _, name := range []string{nameStreaming, nameBuffered, nameContinue} {
+		st := newSimulator(w1, specNamed(t, specs, name), 1).run(calls)
+		assert.LessOrEqual(t, st.quantile(0.99), 0.5*baseline.quantile(0.99), name)
+		assert.LessOrEqual(t, st.extraPct(), 12.0, name)
+	}
+}
+
+// TestTargetsW2: p99 at most 100 ms with at most 30 % extra attempts, where
+// hedging on p95 alone cannot help.
+func TestTargetsW2(t *testing.T) {
+	const calls = 20000
+	st := newSimulator(w2, streamstallW2(0.3), 1).run(calls)
+	assert.LessOrEqual(t, st.quantile(0.99), 100e6)
+	assert.LessOrEqual(t, st.extraPct(), 30.0)
+
+	p95only := newSimulator(w2, specNamed(t, policiesW2(), nameTTFTOnly), 1).run(calls)
+	assert.Greater(t, p95only.quantile(0.99), 200e6)
+}
+
+func TestBudgetCurveIsBoundedByTheBudget(t *testing.T) {
+	pts := budgetCurve(5000, 1)
+	require.Len(t, pts, 6)
+	for i, p := range pts {
+		// In the long run, extra attempts stay near tokenRatio or below.
+		assert.LessOrEqual(t, p.st.extraPct(), 100*p.ratio+1.5, "ratio %v", p.ratio)
+		if i > 0 {
+			assert.LessOrEqual(t, p.st.quantile(0.99), pts[i-1].st.quantile(0.99), "a larger budget never hurts p99")
+		}
+	}
+}
+
+func TestReportHasEveryPolicy(t *testing.T) {
+	var out bytes.Buffer
+	report(&out, 200, 1)
+	for _, name := range []string{nameNoHedge, nameTTFTOnly, nameWatchdog120, nameWatchdog300, nameStreaming, nameBuffered, nameContinue} {
+		assert.Equal(t, 2, strings.Count(out.String(), "| "+name+" |"), name)
+	}
+	assert.Contains(t, out.String(), "| 30 % |")
+}
