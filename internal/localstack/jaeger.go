@@ -1,0 +1,168 @@
+package localstack
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"time"
+)
+
+const jaegerConfig = `
+service:
+  extensions: [jaeger_storage, jaeger_query, healthcheckv2]
+  pipelines:
+    traces:
+      receivers: [otlp]
+      processors: [batch]
+      exporters: [jaeger_storage_exporter]
+  telemetry:
+    metrics:
+      level: none
+    logs:
+      level: warn
+extensions:
+  healthcheckv2:
+    use_v2: true
+    http:
+      endpoint: 127.0.0.1:${HEALTH}
+  jaeger_query:
+    storage:
+      traces: memstore
+    http:
+      endpoint: 127.0.0.1:${QUERY}
+    grpc:
+      endpoint: 127.0.0.1:${QUERY_GRPC}
+  jaeger_storage:
+    backends:
+      memstore:
+        memory:
+          max_traces: 100000
+receivers:
+  otlp:
+    protocols:
+      grpc:
+        endpoint: 127.0.0.1:${OTLP_GRPC}
+processors:
+  batch:
+    timeout: 100ms
+exporters:
+  jaeger_storage_exporter:
+    trace_storage: memstore
+`
+
+// Jaeger is a running Jaeger v2 with in-memory storage on loopback.
+type Jaeger struct {
+	*Process
+	// OTLPGRPC is the host:port of its OTLP/gRPC receiver.
+	OTLPGRPC string
+	// QueryURL is the base URL of its UI and query API.
+	QueryURL string
+}
+
+// StartJaeger writes a config into dir and starts the jaeger binary.
+func StartJaeger(ctx context.Context, bin, dir string) (*Jaeger, error) {
+	ports := make([]int, 4)
+	for i := range ports {
+		p, err := FreePort()
+		if err != nil {
+			return nil, err
+		}
+		ports[i] = p
+	}
+	cfg, err := WriteFile(dir, "jaeger.yaml", Fill(jaegerConfig, "HEALTH", ports[0], "QUERY", ports[1], "QUERY_GRPC", ports[2], "OTLP_GRPC", ports[3]))
+	if err != nil {
+		return nil, err
+	}
+	p, err := Start("jaeger", bin, "--config", cfg)
+	if err != nil {
+		return nil, err
+	}
+	j := &Jaeger{Process: p, OTLPGRPC: fmt.Sprintf("127.0.0.1:%d", ports[3]), QueryURL: fmt.Sprintf("http://127.0.0.1:%d", ports[1])}
+	if err := p.WaitHTTP(ctx, fmt.Sprintf("http://127.0.0.1:%d/status", ports[0]), http.StatusOK); err != nil {
+		p.Stop(5 * time.Second)
+		return nil, err
+	}
+	if err := p.WaitHTTP(ctx, j.QueryURL+"/api/services", http.StatusOK); err != nil {
+		p.Stop(5 * time.Second)
+		return nil, err
+	}
+	return j, nil
+}
+
+// JaegerSpan is the part of a span in Jaeger's query API answer (GET
+// /api/traces, the API the Jaeger UI itself uses) that streamstall reads.
+type JaegerSpan struct {
+	TraceID       string `json:"traceID"`
+	SpanID        string `json:"spanID"`
+	OperationName string `json:"operationName"`
+	Tags          []struct {
+		Key   string `json:"key"`
+		Value any    `json:"value"`
+	} `json:"tags"`
+	Logs []struct {
+		Timestamp int64 `json:"timestamp"` // microseconds
+		Fields    []struct {
+			Key   string `json:"key"`
+			Value any    `json:"value"`
+		} `json:"fields"`
+	} `json:"logs"`
+}
+
+// Tag returns a tag's value as Jaeger returned it.
+func (s JaegerSpan) Tag(key string) (any, bool) {
+	for _, t := range s.Tags {
+		if t.Key == key {
+			return t.Value, true
+		}
+	}
+	return nil, false
+}
+
+// JaegerTrace is one trace of a query answer.
+type JaegerTrace struct {
+	TraceID string       `json:"traceID"`
+	Spans   []JaegerSpan `json:"spans"`
+}
+
+// FindTraces asks Jaeger for the traces of service with spans carrying tags
+// (Jaeger matches tag values as strings).
+func (j *Jaeger) FindTraces(ctx context.Context, service string, tags map[string]string) ([]JaegerTrace, error) {
+	q := url.Values{"service": {service}, "limit": {"1000"}, "lookback": {"2h"}}
+	if len(tags) > 0 {
+		b, err := json.Marshal(tags)
+		if err != nil {
+			return nil, err
+		}
+		q.Set("tags", string(b))
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, j.QueryURL+"/api/traces?"+q.Encode(), nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("jaeger answered %d: %s", resp.StatusCode, body)
+	}
+	var out struct {
+		Data []JaegerTrace `json:"data"`
+	}
+	if err := json.Unmarshal(body, &out); err != nil {
+		return nil, fmt.Errorf("decode jaeger answer: %w", err)
+	}
+	return out.Data, nil
+}
+
+// TempDir makes a directory for configs and logs of one run.
+func TempDir() (string, error) { return os.MkdirTemp("", "streamstall-") }

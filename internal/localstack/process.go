@@ -1,0 +1,155 @@
+// Package localstack runs streamstall's moving parts as real processes on
+// loopback (the ocb-built collector, Jaeger, fakellm) and receives what the
+// collector exports. The end-to-end tests and the demo share it, so both
+// exercise the stack exactly as a user runs it.
+package localstack
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// FreePort returns a loopback TCP port that was free at the time of the call.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Fill replaces ${KEY} in tmpl by the value that follows KEY in kv.
+func Fill(tmpl string, kv ...any) string {
+	r := make([]string, 0, len(kv))
+	for i := 0; i+1 < len(kv); i += 2 {
+		r = append(r, "${"+fmt.Sprint(kv[i])+"}", fmt.Sprint(kv[i+1]))
+	}
+	return strings.NewReplacer(r...).Replace(tmpl)
+}
+
+// WriteFile writes content to name in dir and returns the path.
+func WriteFile(dir, name, content string) (string, error) {
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		return "", fmt.Errorf("write %s: %w", name, err)
+	}
+	return p, nil
+}
+
+// lockedBuffer collects a process's output.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// Process is a program started in its own process group, so that Stop ends
+// it and anything it started.
+type Process struct {
+	Name string
+	cmd  *exec.Cmd
+	out  *lockedBuffer
+	done chan struct{}
+}
+
+// Start runs path with args. Its output is kept for Output; the process dies
+// with its parent (Pdeathsig) even if Stop is never reached.
+func Start(name, path string, args ...string) (*Process, error) {
+	p := &Process{Name: name, out: &lockedBuffer{}, done: make(chan struct{})}
+	p.cmd = exec.Command(path, args...)
+	p.cmd.Stdout = p.out
+	p.cmd.Stderr = p.out
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	go func() {
+		_ = p.cmd.Wait()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// Output is everything the process wrote so far.
+func (p *Process) Output() string { return p.out.String() }
+
+// Exited reports whether the process has ended.
+func (p *Process) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Stop sends SIGTERM to the process group, then SIGKILL after grace.
+func (p *Process) Stop(grace time.Duration) {
+	if p.Exited() {
+		return
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
+	}
+}
+
+// ErrExited is returned by WaitHTTP when the process died while waited for.
+var ErrExited = errors.New("process exited")
+
+// WaitHTTP polls url until it answers want, the process exits or ctx ends.
+func (p *Process) WaitHTTP(ctx context.Context, url string, want int) error {
+	var last error
+	for {
+		if p.Exited() {
+			return fmt.Errorf("%s: %w before %s answered:\n%s", p.Name, ErrExited, url, p.Output())
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == want {
+				return nil
+			}
+			last = fmt.Errorf("status %d", resp.StatusCode)
+		} else {
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s did not answer %s with %d: %w (last: %v)", p.Name, url, want, ctx.Err(), last)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,159 @@
+package localstack
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"sync"
+
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+)
+
+// Sink is an OTLP/HTTP endpoint standing in for a backend: a collector's
+// otlphttp exporter sends traces and metrics to it (JSON or protobuf), and
+// the caller reads what arrived.
+type Sink struct {
+	URL     string
+	srv     *http.Server
+	mu      sync.Mutex
+	spans   []ptrace.Span
+	res     []string // service.name of each span's resource
+	metrics []pmetric.Metrics
+	changed chan struct{}
+}
+
+// StartSink listens on a free loopback port.
+func StartSink() (*Sink, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s := &Sink{URL: "http://" + l.Addr().String(), changed: make(chan struct{}, 1)}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/traces", s.serveTraces)
+	mux.HandleFunc("POST /v1/metrics", s.serveMetrics)
+	s.srv = &http.Server{Handler: mux}
+	go func() { _ = s.srv.Serve(l) }()
+	return s, nil
+}
+
+// Close stops the sink.
+func (s *Sink) Close() error { return s.srv.Close() }
+
+// Changed is signalled (non-blocking, coalesced) whenever data arrives.
+func (s *Sink) Changed() <-chan struct{} { return s.changed }
+
+func isJSON(r *http.Request) bool { return r.Header.Get("Content-Type") == "application/json" }
+
+func (s *Sink) serveTraces(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	req := ptraceotlp.NewExportRequest()
+	if isJSON(r) {
+		err = req.UnmarshalJSON(body)
+	} else {
+		err = req.UnmarshalProto(body)
+	}
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	s.mu.Lock()
+	rss := req.Traces().ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		service, _ := rss.At(i).Resource().Attributes().Get("service.name")
+		sss := rss.At(i).ScopeSpans()
+		for j := 0; j < sss.Len(); j++ {
+			spans := sss.At(j).Spans()
+			for k := 0; k < spans.Len(); k++ {
+				sp := ptrace.NewSpan()
+				spans.At(k).CopyTo(sp)
+				s.spans = append(s.spans, sp)
+				s.res = append(s.res, service.AsString())
+			}
+		}
+	}
+	s.mu.Unlock()
+	s.signal()
+	reply(w, r, ptraceotlp.NewExportResponse())
+}
+
+func (s *Sink) serveMetrics(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	req := pmetricotlp.NewExportRequest()
+	if isJSON(r) {
+		err = req.UnmarshalJSON(body)
+	} else {
+		err = req.UnmarshalProto(body)
+	}
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	md := pmetric.NewMetrics()
+	req.Metrics().CopyTo(md)
+	s.mu.Lock()
+	s.metrics = append(s.metrics, md)
+	s.mu.Unlock()
+	s.signal()
+	reply(w, r, pmetricotlp.NewExportResponse())
+}
+
+type marshaler interface {
+	MarshalJSON() ([]byte, error)
+	MarshalProto() ([]byte, error)
+}
+
+func reply(w http.ResponseWriter, r *http.Request, resp marshaler) {
+	var out []byte
+	if isJSON(r) {
+		out, _ = resp.MarshalJSON()
+	} else {
+		out, _ = resp.MarshalProto()
+	}
+	w.Header().Set("Content-Type", r.Header.Get("Content-Type"))
+	_, _ = w.Write(out)
+}
+
+func (s *Sink) signal() {
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+}
+
+// Spans returns copies of every span received so far, in arrival order.
+func (s *Sink) Spans() []ptrace.Span {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]ptrace.Span(nil), s.spans...)
+}
+
+// Span returns the last span received with this name.
+func (s *Sink) Span(name string) (ptrace.Span, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := len(s.spans) - 1; i >= 0; i-- {
+		if s.spans[i].Name() == name {
+			return s.spans[i], true
+		}
+	}
+	return ptrace.Span{}, false
+}
+
+// Metrics returns every metrics payload received so far, oldest first.
+func (s *Sink) Metrics() []pmetric.Metrics {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]pmetric.Metrics(nil), s.metrics...)
+}
