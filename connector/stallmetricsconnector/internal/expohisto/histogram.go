@@ -11,8 +11,15 @@ import (
 )
 
 // ErrInvalidValue reports a value no duration can have: negative, NaN,
-// infinite or beyond the largest indexable float.
+// infinite or above MaxValue.
 var ErrInvalidValue = errors.New("invalid histogram value")
+
+// MaxValue is the largest value recorded: every scale down to MinScale can
+// index it (at scale -4 the mapping ends near 4e307).
+const MaxValue = 1e307
+
+// Valid reports whether Record accepts v.
+func Valid(v float64) bool { return v >= 0 && v <= MaxValue }
 
 // Layout is what all histograms of one connector share: the configured
 // scale, the bucket bound and the mappings of every scale they may be
@@ -84,7 +91,7 @@ func (h *Histogram) setMapping(m *Mapping, positive *store.DenseStore) {
 // Record adds one value. Invalid values are refused with ErrInvalidValue and
 // leave the histogram unchanged.
 func (h *Histogram) Record(v float64) error {
-	if !(v >= 0) || v > h.mapping.MaxIndexableValue() {
+	if !Valid(v) {
 		return fmt.Errorf("%w: %v", ErrInvalidValue, v)
 	}
 	if h.count == 0 {

@@ -1,0 +1,115 @@
+package stallmetricsconnector // import "github.com/streamstall/streamstall/connector/stallmetricsconnector"
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/confmap"
+
+	"github.com/streamstall/streamstall/connector/stallmetricsconnector/internal/expohisto"
+	"github.com/streamstall/streamstall/internal/semconv"
+)
+
+// Losers modes: what happens to the figures of hedge losers.
+const (
+	LosersExclude  = "exclude"
+	LosersSeparate = "separate"
+)
+
+// Temporality modes of the emitted metrics.
+const (
+	TemporalityCumulative = "cumulative"
+	TemporalityDelta      = "delta"
+)
+
+// Dimension is an extra span or resource attribute to aggregate by. When a
+// span and its resource both lack it, Default is used if set; otherwise the
+// dimension is left off the data point.
+type Dimension struct {
+	Name    string  `mapstructure:"name"`
+	Default *string `mapstructure:"default"`
+	// prevent unkeyed literal initialization
+	_ struct{}
+}
+
+// HistogramConfig sizes the exponential histograms.
+type HistogramConfig struct {
+	// RelativeAccuracy is the largest relative error tolerated on any quantile;
+	// it chooses the coarsest exponential scale that meets it.
+	RelativeAccuracy float64 `mapstructure:"relative_accuracy"`
+	// MaxBuckets bounds the buckets of one histogram data point; past it the
+	// histogram is downscaled, as the OpenTelemetry SDK does.
+	MaxBuckets int `mapstructure:"max_buckets"`
+	// prevent unkeyed literal initialization
+	_ struct{}
+}
+
+// Config is the configuration of the stall_metrics connector.
+type Config struct {
+	// Dimensions are added to the default ones: resource service.name,
+	// gen_ai.provider.name, gen_ai.request.model and gen_ai.operation.name.
+	Dimensions []Dimension `mapstructure:"dimensions"`
+	// Losers is "exclude" (hedge losers reach only llm.hedge.attempts) or
+	// "separate" (they are recorded under llm.hedge.outcome = loser).
+	Losers string `mapstructure:"losers"`
+	// Temporality is "cumulative" or "delta".
+	Temporality string `mapstructure:"temporality"`
+	// FlushInterval is the time between two exports.
+	FlushInterval time.Duration `mapstructure:"flush_interval"`
+	// MaxSeries bounds the data points of each metric; values of further
+	// attribute sets go to one overflow data point.
+	MaxSeries int             `mapstructure:"max_series"`
+	Histogram HistogramConfig `mapstructure:"histogram"`
+	// prevent unkeyed literal initialization
+	_ struct{}
+}
+
+var (
+	_ component.Config  = (*Config)(nil)
+	_ confmap.Validator = (*Config)(nil)
+)
+
+// reservedDimensions are set by the connector itself and cannot be configured.
+var reservedDimensions = []string{
+	semconv.AttrServiceName, semconv.AttrProviderName, semconv.AttrRequestModel, semconv.AttrOperationName,
+	semconv.AttrStalled, semconv.AttrHedgeTrigger, semconv.AttrHedgeOutcome, semconv.AttrMetricOverflow,
+}
+
+// Validate checks the configuration; all problems are reported at once.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Losers != LosersExclude && c.Losers != LosersSeparate {
+		errs = append(errs, fmt.Errorf("losers must be %q or %q, got %q", LosersExclude, LosersSeparate, c.Losers))
+	}
+	if c.Temporality != TemporalityCumulative && c.Temporality != TemporalityDelta {
+		errs = append(errs, fmt.Errorf("temporality must be %q or %q, got %q", TemporalityCumulative, TemporalityDelta, c.Temporality))
+	}
+	if c.FlushInterval <= 0 {
+		errs = append(errs, fmt.Errorf("flush_interval must be positive, got %v", c.FlushInterval))
+	}
+	if c.MaxSeries < 1 {
+		errs = append(errs, fmt.Errorf("max_series must be at least 1, got %d", c.MaxSeries))
+	}
+	if _, err := expohisto.ScaleForAccuracy(c.Histogram.RelativeAccuracy); err != nil {
+		errs = append(errs, fmt.Errorf("histogram::relative_accuracy: %w", err))
+	}
+	if c.Histogram.MaxBuckets < expohisto.MinMaxBuckets {
+		errs = append(errs, fmt.Errorf("histogram::max_buckets must be at least %d, got %d", expohisto.MinMaxBuckets, c.Histogram.MaxBuckets))
+	}
+	seen := make(map[string]bool, len(reservedDimensions)+len(c.Dimensions))
+	for _, name := range reservedDimensions {
+		seen[name] = true
+	}
+	for i, d := range c.Dimensions {
+		switch {
+		case d.Name == "":
+			errs = append(errs, fmt.Errorf("dimensions[%d]: name must not be empty", i))
+		case seen[d.Name]:
+			errs = append(errs, fmt.Errorf("dimensions[%d]: duplicate or reserved dimension %q", i, d.Name))
+		}
+		seen[d.Name] = true
+	}
+	return errors.Join(errs...)
+}

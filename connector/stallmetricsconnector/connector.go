@@ -1,0 +1,209 @@
+package stallmetricsconnector // import "github.com/streamstall/streamstall/connector/stallmetricsconnector"
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/jonboulle/clockwork"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/connector"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.uber.org/zap"
+
+	"github.com/streamstall/streamstall/connector/stallmetricsconnector/internal/aggregate"
+	"github.com/streamstall/streamstall/connector/stallmetricsconnector/internal/expohisto"
+	"github.com/streamstall/streamstall/internal/figures"
+	"github.com/streamstall/streamstall/internal/semconv"
+)
+
+// stallMetrics turns streaming spans into the metrics of SPEC section 6.
+// ConsumeTraces records into in-memory series under mu; a goroutine driven
+// by clock exports them every flush interval.
+type stallMetrics struct {
+	config  Config
+	logger  *zap.Logger
+	next    consumer.Metrics
+	clock   clockwork.Clock
+	version string
+
+	extra      []extraDimension
+	chunkNames map[string]bool
+
+	mu      sync.Mutex
+	metrics seriesSet
+	// start is the start time of cumulative points; intervalStart that of
+	// delta points (the previous flush).
+	start, intervalStart pcommon.Timestamp
+	// Scratch reused across spans, guarded by mu.
+	attrs      []aggregate.Attribute
+	chunkTimes []int64
+	stalls     []figures.Stall
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// seriesSet are the data points of every metric.
+type seriesSet struct {
+	ttft, perChunk, generation, active, stall *aggregate.Series[*expohisto.Histogram]
+	calls, attempts                           *aggregate.Series[*int64]
+}
+
+type extraDimension struct {
+	name     string
+	fallback pcommon.Value
+	hasValue bool
+}
+
+var _ connector.Traces = (*stallMetrics)(nil)
+
+func newStallMetrics(set connector.Settings, cfg *Config, next consumer.Metrics, clock clockwork.Clock) (*stallMetrics, error) {
+	scale, err := expohisto.ScaleForAccuracy(cfg.Histogram.RelativeAccuracy)
+	if err != nil {
+		return nil, fmt.Errorf("histogram relative accuracy: %w", err)
+	}
+	layout, err := expohisto.NewLayout(scale, cfg.Histogram.MaxBuckets)
+	if err != nil {
+		return nil, fmt.Errorf("histogram layout: %w", err)
+	}
+	c := &stallMetrics{
+		config:     *cfg,
+		logger:     set.Logger,
+		next:       next,
+		clock:      clock,
+		version:    set.BuildInfo.Version,
+		chunkNames: make(map[string]bool),
+	}
+	for _, name := range semconv.DefaultChunkEventNames() {
+		c.chunkNames[name] = true
+	}
+	for _, d := range cfg.Dimensions {
+		e := extraDimension{name: d.Name}
+		if d.Default != nil {
+			e.fallback, e.hasValue = pcommon.NewValueStr(*d.Default), true
+		}
+		c.extra = append(c.extra, e)
+	}
+	newHistogram := layout.NewHistogram
+	newCounter := func() *int64 { return new(int64) }
+	limit := cfg.MaxSeries
+	c.metrics = seriesSet{
+		ttft:       aggregate.NewSeries(limit, newHistogram),
+		perChunk:   aggregate.NewSeries(limit, newHistogram),
+		generation: aggregate.NewSeries(limit, newHistogram),
+		active:     aggregate.NewSeries(limit, newHistogram),
+		stall:      aggregate.NewSeries(limit, newHistogram),
+		calls:      aggregate.NewSeries(limit, newCounter),
+		attempts:   aggregate.NewSeries(limit, newCounter),
+	}
+	now := pcommon.NewTimestampFromTime(clock.Now())
+	c.start, c.intervalStart = now, now
+	return c, nil
+}
+
+// Start begins a fresh aggregation (a restarted connector does not carry
+// cumulative values over from before its Shutdown, which exported them) and
+// the flush loop.
+func (c *stallMetrics) Start(context.Context, component.Host) error {
+	c.mu.Lock()
+	c.metrics.reset()
+	now := pcommon.NewTimestampFromTime(c.clock.Now())
+	c.start, c.intervalStart = now, now
+	c.mu.Unlock()
+
+	// Not the Start context: it may end as soon as Start returns.
+	ctx, cancel := context.WithCancel(context.Background())
+	c.cancel = cancel
+	ticker := c.clock.NewTicker(c.config.FlushInterval)
+	c.wg.Add(1)
+	go c.flushLoop(ctx, ticker)
+	return nil
+}
+
+func (c *stallMetrics) flushLoop(ctx context.Context, ticker clockwork.Ticker) {
+	defer c.wg.Done()
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.Chan():
+			if err := c.flush(ctx); err != nil {
+				c.logger.Error("Failed to export stall metrics", zap.Error(err))
+			}
+		}
+	}
+}
+
+// Shutdown stops the flush loop, then exports once more so that nothing
+// recorded since the last tick is lost.
+func (c *stallMetrics) Shutdown(ctx context.Context) error {
+	if c.cancel == nil {
+		return nil
+	}
+	c.cancel()
+	c.wg.Wait()
+	c.cancel = nil
+	return c.flush(ctx)
+}
+
+func (*stallMetrics) Capabilities() consumer.Capabilities {
+	return consumer.Capabilities{MutatesData: false}
+}
+
+// ConsumeTraces records every span of the batch. It never fails: a span
+// whose figures cannot be read contributes what can be read.
+func (c *stallMetrics) ConsumeTraces(_ context.Context, td ptrace.Traces) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, rs := range td.ResourceSpans().All() {
+		res := rs.Resource().Attributes()
+		for _, ss := range rs.ScopeSpans().All() {
+			for _, span := range ss.Spans().All() {
+				c.recordSpan(res, span)
+			}
+		}
+	}
+	return nil
+}
+
+// flush exports the current points; with delta temporality it then starts
+// a new interval. A flush with no point exports nothing.
+func (c *stallMetrics) flush(ctx context.Context) error {
+	c.mu.Lock()
+	now := pcommon.NewTimestampFromTime(c.clock.Now())
+	md := c.buildMetrics(now)
+	if c.config.Temporality == TemporalityDelta {
+		c.metrics.reset()
+		c.intervalStart = now
+	}
+	c.mu.Unlock()
+
+	if md.DataPointCount() == 0 {
+		return nil
+	}
+	if err := c.next.ConsumeMetrics(ctx, md); err != nil {
+		return fmt.Errorf("export stall metrics: %w", err)
+	}
+	return nil
+}
+
+func (s *seriesSet) reset() {
+	for _, h := range []*aggregate.Series[*expohisto.Histogram]{s.ttft, s.perChunk, s.generation, s.active, s.stall} {
+		h.Reset()
+	}
+	s.calls.Reset()
+	s.attempts.Reset()
+}
+
+// pointsStart returns the temporality and start time of the points to export.
+func (c *stallMetrics) pointsStart() (pmetric.AggregationTemporality, pcommon.Timestamp) {
+	if c.config.Temporality == TemporalityDelta {
+		return pmetric.AggregationTemporalityDelta, c.intervalStart
+	}
+	return pmetric.AggregationTemporalityCumulative, c.start
+}

@@ -1,0 +1,430 @@
+package stallmetricsconnector
+
+import (
+	"context"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/streamstall/streamstall/internal/semconv"
+	"github.com/streamstall/streamstall/processor/stallprocessor"
+)
+
+// SPEC section 4's worked examples and their neighbours.
+var (
+	// Stalls of 3 s and 6 s; gaps 50 50 3000 50 6000 50 50 ms.
+	workedExample = call{service: "chat-api", attrs: genAI("openai", "gpt-4o"),
+		chunksMs: []int64{100, 150, 200, 3200, 3250, 9250, 9300, 9350}}
+	// One stall of two gaps, 10 s.
+	trickle = call{service: "chat-api", attrs: genAI("openai", "gpt-4o"),
+		chunksMs: []int64{0, 5000, 10000, 10050}}
+	// One chunk: TTFT only.
+	oneChunk = call{service: "chat-api", attrs: genAI("openai", "gpt-4o-mini"), chunksMs: []int64{800}}
+	// Provider and model through their fallbacks, no stall.
+	fallbacks = call{service: "batch", attrs: map[string]any{
+		semconv.AttrSystem: "anthropic", semconv.AttrResponseModel: "claude-sonnet-4-5", semconv.AttrOperationName: "chat",
+	}, chunksMs: []int64{1600, 1700, 1800}}
+	// Not a streaming call: no chunk, no metric.
+	nonStreaming = call{service: "chat-api", attrs: genAI("openai", "gpt-4o")}
+	// A hedged call: the primary won, the stall-triggered attempt lost.
+	primaryWinner = call{service: "chat-api", attrs: genAI("openai", "gpt-4o",
+		semconv.AttrHedgeGroupID, "g1", semconv.AttrHedgeAttempt, 0, semconv.AttrHedgeOutcome, "winner"),
+		chunksMs: []int64{400, 450, 500}}
+	hedgeLoser = call{service: "chat-api", attrs: genAI("azure.ai.openai", "gpt-4o",
+		semconv.AttrHedgeGroupID, "g1", semconv.AttrHedgeAttempt, 1, semconv.AttrHedgeTrigger, "ttft", semconv.AttrHedgeOutcome, "loser"),
+		startMs: 300, chunksMs: []int64{700, 5000, 5100}}
+	// An attempt that failed before any chunk, flagged loser by a condition.
+	failedAttempt = call{service: "chat-api", attrs: genAI("openai", "gpt-4o",
+		semconv.AttrHedgeGroupID, "g2", semconv.AttrHedgeAttempt, 2, semconv.AttrHedgeTrigger, "error", semconv.AttrHedgeLoser, true)}
+)
+
+func allCalls() []call {
+	return []call{workedExample, trickle, oneChunk, fallbacks, nonStreaming, primaryWinner, hedgeLoser, failedAttempt}
+}
+
+// histogramPoint finds the only data point of a histogram metric whose
+// attributes include want.
+func histogramPoint(t *testing.T, md pmetric.Metrics, name string, want map[string]any) pmetric.ExponentialHistogramDataPoint {
+	t.Helper()
+	var found []pmetric.ExponentialHistogramDataPoint
+	forMetric(md, name, func(m pmetric.Metric) {
+		for _, dp := range m.ExponentialHistogram().DataPoints().All() {
+			if hasAttributes(dp.Attributes(), want) {
+				found = append(found, dp)
+			}
+		}
+	})
+	require.Len(t, found, 1, "%s %v", name, want)
+	return found[0]
+}
+
+func sumValue(t *testing.T, md pmetric.Metrics, name string, want map[string]any) int64 {
+	t.Helper()
+	var total int64
+	forMetric(md, name, func(m pmetric.Metric) {
+		for _, dp := range m.Sum().DataPoints().All() {
+			if hasAttributes(dp.Attributes(), want) {
+				total += dp.IntValue()
+			}
+		}
+	})
+	return total
+}
+
+func forMetric(md pmetric.Metrics, name string, f func(pmetric.Metric)) {
+	for _, rm := range md.ResourceMetrics().All() {
+		for _, sm := range rm.ScopeMetrics().All() {
+			for _, m := range sm.Metrics().All() {
+				if m.Name() == name {
+					f(m)
+				}
+			}
+		}
+	}
+}
+
+func hasAttributes(m pcommon.Map, want map[string]any) bool {
+	for k, v := range want {
+		got, ok := m.Get(k)
+		if !ok || got.AsRaw() != v {
+			return false
+		}
+	}
+	return true
+}
+
+func onlyExport(t *testing.T, p *pipeline) pmetric.Metrics {
+	t.Helper()
+	all := p.sink.AllMetrics()
+	require.Len(t, all, 1)
+	return all[0]
+}
+
+func TestAllMetrics(t *testing.T) {
+	p := newPipeline(t, defaultConfig(), nil)
+	p.start()
+	p.consume(allCalls()...)
+	p.flush(15 * time.Second)
+	md := onlyExport(t, p)
+	compareGolden(t, "all_metrics", md)
+
+	gpt4o := map[string]any{semconv.AttrServiceName: "chat-api", semconv.AttrProviderName: "openai", semconv.AttrRequestModel: "gpt-4o", semconv.AttrOperationName: "chat"}
+	ttft := histogramPoint(t, md, semconv.MetricTimeToFirstChunk, gpt4o)
+	assert.Equal(t, uint64(3), ttft.Count()) // worked example, trickle, primary winner
+	assert.InDelta(t, 0.1+0+0.4, ttft.Sum(), 1e-9)
+	assert.Equal(t, uint64(1), ttft.ZeroCount(), "the trickle's first chunk came at the span start")
+
+	gen := histogramPoint(t, md, semconv.MetricGenerationDuration, gpt4o)
+	assert.Equal(t, uint64(3), gen.Count())
+	assert.InDelta(t, 9.25+10.05+0.1, gen.Sum(), 1e-9)
+	active := histogramPoint(t, md, semconv.MetricActiveGenDuration, gpt4o)
+	assert.InDelta(t, 0.25+0.05+0.1, active.Sum(), 1e-9)
+	assert.InDelta(t, 0.05, active.Min(), 1e-12)
+
+	stall := histogramPoint(t, md, semconv.MetricStallDuration, gpt4o)
+	assert.Equal(t, uint64(3), stall.Count()) // 3 s and 6 s, then one 10 s stall of two gaps
+	assert.InDelta(t, 19, stall.Sum(), 1e-9)
+	assert.InDelta(t, 3, stall.Min(), 1e-12)
+	assert.InDelta(t, 10, stall.Max(), 1e-12)
+
+	gaps := histogramPoint(t, md, semconv.MetricTimePerOutputChunk, gpt4o)
+	assert.Equal(t, uint64(7+3+2), gaps.Count())
+	assert.InDelta(t, 9.25+10.05+0.1, gaps.Sum(), 1e-9)
+
+	assert.Equal(t, int64(2), sumValue(t, md, semconv.MetricCalls, map[string]any{semconv.AttrStalled: true}))
+	assert.Equal(t, int64(3), sumValue(t, md, semconv.MetricCalls, map[string]any{semconv.AttrStalled: false}))
+	assert.Equal(t, int64(3), sumValue(t, md, semconv.MetricHedgeAttempts, nil))
+	assert.Equal(t, int64(2), sumValue(t, md, semconv.MetricHedgeAttempts, map[string]any{semconv.AttrHedgeOutcome: "loser"}))
+
+	// Fallbacks: provider from gen_ai.system, model from gen_ai.response.model.
+	histogramPoint(t, md, semconv.MetricTimeToFirstChunk, map[string]any{
+		semconv.AttrServiceName: "batch", semconv.AttrProviderName: "anthropic", semconv.AttrRequestModel: "claude-sonnet-4-5",
+	})
+	// The loser reached no winner metric.
+	forMetric(md, semconv.MetricCalls, func(m pmetric.Metric) {
+		for _, dp := range m.Sum().DataPoints().All() {
+			v, _ := dp.Attributes().Get(semconv.AttrProviderName)
+			assert.NotEqual(t, "azure.ai.openai", v.AsString())
+		}
+	})
+}
+
+func TestLosersSeparate(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.Losers = LosersSeparate
+	p := newPipeline(t, cfg, nil)
+	p.start()
+	p.consume(primaryWinner, hedgeLoser, failedAttempt)
+	p.flush(15 * time.Second)
+	md := onlyExport(t, p)
+	compareGolden(t, "losers_separate", md)
+
+	loser := map[string]any{semconv.AttrHedgeOutcome: "loser"}
+	ttft := histogramPoint(t, md, semconv.MetricTimeToFirstChunk, loser)
+	assert.InDelta(t, 0.7, ttft.Sum(), 1e-9) // first chunk 700 ms after the attempt started
+	stall := histogramPoint(t, md, semconv.MetricStallDuration, loser)
+	assert.InDelta(t, 4.3, stall.Sum(), 1e-9)
+	// Winners carry no outcome dimension, exactly as with losers: exclude.
+	forMetric(md, semconv.MetricTimeToFirstChunk, func(m pmetric.Metric) {
+		assert.Equal(t, 2, m.ExponentialHistogram().DataPoints().Len())
+	})
+	assert.Equal(t, int64(1), sumValue(t, md, semconv.MetricCalls, map[string]any{semconv.AttrHedgeOutcome: "loser", semconv.AttrStalled: true}))
+}
+
+func TestLosersExcludedByFlagAlone(t *testing.T) {
+	// llm.hedge.loser set by a loser condition, the outcome still "winner".
+	flagged := primaryWinner
+	flagged.attrs = genAI("openai", "gpt-4o", semconv.AttrHedgeAttempt, 1, semconv.AttrHedgeTrigger, "stall",
+		semconv.AttrHedgeOutcome, "winner", semconv.AttrHedgeLoser, true)
+	p := newPipeline(t, defaultConfig(), nil)
+	p.start()
+	p.consume(flagged)
+	p.flush(time.Second)
+	md := onlyExport(t, p)
+	require.Equal(t, 1, md.MetricCount(), "only llm.hedge.attempts")
+	assert.Equal(t, int64(1), sumValue(t, md, semconv.MetricHedgeAttempts,
+		map[string]any{semconv.AttrHedgeTrigger: "stall", semconv.AttrHedgeOutcome: "loser"}))
+}
+
+func TestOverflow(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.MaxSeries = 2
+	p := newPipeline(t, cfg, nil)
+	p.start()
+	for _, model := range []string{"m1", "m2", "m3", "m4", "m1"} {
+		p.consume(call{service: "chat-api", attrs: genAI("openai", model), chunksMs: []int64{100, 200}})
+	}
+	p.flush(15 * time.Second)
+	md := onlyExport(t, p)
+	compareGolden(t, "overflow", md)
+
+	overflow := histogramPoint(t, md, semconv.MetricTimeToFirstChunk, map[string]any{semconv.AttrMetricOverflow: true})
+	assert.Equal(t, uint64(2), overflow.Count(), "m3 and m4")
+	assert.Equal(t, 1, overflow.Attributes().Len())
+	assert.Equal(t, uint64(2), histogramPoint(t, md, semconv.MetricTimeToFirstChunk, map[string]any{semconv.AttrRequestModel: "m1"}).Count())
+}
+
+func TestCumulative(t *testing.T) {
+	p := newPipeline(t, defaultConfig(), nil)
+	p.start()
+	p.consume(workedExample)
+	p.flush(15 * time.Second)
+	p.consume(trickle, hedgeLoser)
+	p.flush(15 * time.Second)
+	p.flush(15 * time.Second) // nothing new: the same totals, a later timestamp
+	all := p.sink.AllMetrics()
+	require.Len(t, all, 3)
+	compareGolden(t, "cumulative_1", all[0])
+	compareGolden(t, "cumulative_2", all[1])
+	for _, md := range all {
+		forMetric(md, semconv.MetricCalls, func(m pmetric.Metric) {
+			assert.Equal(t, pmetric.AggregationTemporalityCumulative, m.Sum().AggregationTemporality())
+			for _, dp := range m.Sum().DataPoints().All() {
+				assert.Equal(t, epoch, dp.StartTimestamp().AsTime().UTC(), "cumulative points start at the connector start")
+			}
+		})
+	}
+	third := histogramPoint(t, all[2], semconv.MetricStallDuration, nil)
+	assert.Equal(t, uint64(3), third.Count())
+	assert.Equal(t, epoch.Add(45*time.Second), third.Timestamp().AsTime().UTC())
+}
+
+func TestDelta(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.Temporality = TemporalityDelta
+	p := newPipeline(t, cfg, nil)
+	p.start()
+	p.consume(workedExample, primaryWinner)
+	p.flush(15 * time.Second)
+	p.consume(trickle)
+	p.flush(15 * time.Second)
+	p.flush(15 * time.Second) // empty interval: nothing exported
+	all := p.sink.AllMetrics()
+	require.Len(t, all, 2)
+	compareGolden(t, "delta_1", all[0])
+	compareGolden(t, "delta_2", all[1])
+
+	second := histogramPoint(t, all[1], semconv.MetricStallDuration, nil)
+	assert.Equal(t, uint64(1), second.Count(), "only the trickle's stall")
+	assert.Equal(t, epoch.Add(15*time.Second), second.StartTimestamp().AsTime().UTC(), "a delta point starts at the previous flush")
+	assert.Equal(t, epoch.Add(30*time.Second), second.Timestamp().AsTime().UTC())
+}
+
+func TestEmptyFlushExportsNothing(t *testing.T) {
+	for _, temporality := range []string{TemporalityCumulative, TemporalityDelta} {
+		t.Run(temporality, func(t *testing.T) {
+			cfg := defaultConfig()
+			cfg.Temporality = temporality
+			p := newPipeline(t, cfg, nil)
+			p.start()
+			p.flush(15 * time.Second)
+			// Spans without streaming figures or hedge attributes record nothing.
+			p.consume(nonStreaming)
+			p.flush(15 * time.Second)
+			assert.Empty(t, p.sink.AllMetrics())
+			require.NoError(t, p.connector.Shutdown(context.Background()))
+			assert.Empty(t, p.sink.AllMetrics(), "the final flush of Shutdown has nothing either")
+		})
+	}
+}
+
+func TestRestart(t *testing.T) {
+	p := newPipeline(t, defaultConfig(), nil)
+	p.start()
+	p.consume(workedExample)
+	p.clock.Advance(5 * time.Second)
+	require.NoError(t, p.connector.Shutdown(context.Background()))
+	require.Len(t, p.sink.AllMetrics(), 1, "Shutdown flushes once")
+	compareGolden(t, "restart_first", p.sink.AllMetrics()[0])
+
+	p.clock.Advance(time.Minute)
+	p.start()
+	p.consume(oneChunk)
+	p.clock.Advance(5 * time.Second)
+	require.NoError(t, p.connector.Shutdown(context.Background()))
+	require.NoError(t, p.connector.Shutdown(context.Background()), "a second Shutdown is a no-op")
+	all := p.sink.AllMetrics()
+	require.Len(t, all, 2)
+	compareGolden(t, "restart_second", all[1])
+	ttft := histogramPoint(t, all[1], semconv.MetricTimeToFirstChunk, nil)
+	assert.Equal(t, uint64(1), ttft.Count(), "the first run's values were exported and are not carried over")
+	assert.Equal(t, epoch.Add(65*time.Second), ttft.StartTimestamp().AsTime().UTC(), "a restart starts a new cumulative series")
+}
+
+// TestDroppedChunkEvents: with drop_chunk_events and one stall event kept,
+// per-gap values are skipped and the stalls come from the stall event plus
+// the mean of the dropped ones, keeping count and sum exact.
+func TestDroppedChunkEvents(t *testing.T) {
+	p := newPipeline(t, defaultConfig(), func(cfg *stallprocessor.Config) {
+		cfg.DropChunkEvents = true
+		cfg.MaxStallEvents = 1
+	})
+	p.start()
+	threeStalls := call{service: "chat-api", attrs: genAI("openai", "gpt-4o"),
+		chunksMs: []int64{100, 3100, 3200, 8200, 8300, 15300}}
+	p.consume(threeStalls)
+	p.flush(15 * time.Second)
+	md := onlyExport(t, p)
+	compareGolden(t, "dropped_chunk_events", md)
+
+	forMetric(md, semconv.MetricTimePerOutputChunk, func(pmetric.Metric) { t.Error("no gap values without chunk events") })
+	stall := histogramPoint(t, md, semconv.MetricStallDuration, nil)
+	assert.Equal(t, uint64(3), stall.Count())
+	assert.InDelta(t, 15, stall.Sum(), 1e-9)
+	assert.InDelta(t, 3, stall.Min(), 1e-12, "the stall event kept")
+	assert.InDelta(t, 6, stall.Max(), 1e-12, "the mean of the 5 s and 7 s stalls dropped")
+	assert.Equal(t, int64(1), sumValue(t, md, semconv.MetricCalls, map[string]any{semconv.AttrStalled: true}))
+}
+
+func TestExtraDimensions(t *testing.T) {
+	cfg := defaultConfig()
+	unknown := "unknown"
+	cfg.Dimensions = []Dimension{{Name: "server.address"}, {Name: "deployment.environment.name", Default: &unknown}, {Name: "team"}}
+	p := newPipeline(t, cfg, nil)
+	p.start()
+	withAddress := oneChunk
+	withAddress.attrs = genAI("openai", "gpt-4o", "server.address", "api.openai.com")
+	p.consume(withAddress, oneChunk)
+	td := traces(oneChunk)
+	td.ResourceSpans().At(0).Resource().Attributes().PutStr("team", "search")
+	require.NoError(t, p.processor.ConsumeTraces(context.Background(), td))
+	p.flush(time.Second)
+	md := onlyExport(t, p)
+	histogramPoint(t, md, semconv.MetricTimeToFirstChunk, map[string]any{"server.address": "api.openai.com", "deployment.environment.name": "unknown"})
+	histogramPoint(t, md, semconv.MetricTimeToFirstChunk, map[string]any{"team": "search"})
+	forMetric(md, semconv.MetricTimeToFirstChunk, func(m pmetric.Metric) {
+		assert.Equal(t, 3, m.ExponentialHistogram().DataPoints().Len())
+		_, ok := m.ExponentialHistogram().DataPoints().At(0).Attributes().Get("team")
+		assert.False(t, ok, "an absent dimension without default is left off")
+	})
+}
+
+// TestUnreadableFiguresAreSkipped feeds spans straight to the connector, as
+// if written by a foreign processor, with figures of the wrong type or
+// impossible values: each bad figure is skipped, the good ones recorded.
+func TestUnreadableFiguresAreSkipped(t *testing.T) {
+	p := newPipeline(t, defaultConfig(), nil)
+	p.start()
+	td := traces(
+		call{service: "s", attrs: map[string]any{semconv.AttrChunkCount: "many"}},
+		call{service: "s", attrs: map[string]any{semconv.AttrChunkCount: 2, semconv.AttrTTFTMs: -5.0, semconv.AttrGenerationMs: "x",
+			semconv.AttrActiveGenerationMs: 10.0, semconv.AttrStallCount: 1, semconv.AttrStallMs: 2500.0}},
+		call{service: "s", attrs: map[string]any{semconv.AttrChunkCount: 1, semconv.AttrTTFTMs: math.NaN()}},
+	)
+	require.NoError(t, p.connector.ConsumeTraces(context.Background(), td))
+	p.flush(time.Second)
+	md := onlyExport(t, p)
+	assert.Equal(t, int64(2), sumValue(t, md, semconv.MetricCalls, nil))
+	assert.Equal(t, int64(1), sumValue(t, md, semconv.MetricCalls, map[string]any{semconv.AttrStalled: true}))
+	forMetric(md, semconv.MetricTimeToFirstChunk, func(pmetric.Metric) { t.Error("no valid TTFT was given") })
+	forMetric(md, semconv.MetricGenerationDuration, func(pmetric.Metric) { t.Error("no valid generation time was given") })
+	assert.InDelta(t, 0.01, histogramPoint(t, md, semconv.MetricActiveGenDuration, nil).Sum(), 1e-12)
+	stall := histogramPoint(t, md, semconv.MetricStallDuration, nil)
+	assert.Equal(t, uint64(1), stall.Count(), "no stall event: the one stall at the mean, stall_ms")
+	assert.InDelta(t, 2.5, stall.Sum(), 1e-12)
+}
+
+func TestFlushLoopRunsOnTheClock(t *testing.T) {
+	cfg := createDefaultConfig().(*Config)
+	cfg.Temporality = TemporalityDelta
+	p := newPipeline(t, cfg, nil)
+	exported := make(chan pmetric.Metrics, 4)
+	p.connector.next = notifying{sink: p.sink, exported: exported}
+	p.start()
+	p.consume(workedExample)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, p.clock.BlockUntilContext(ctx, 1), "the ticker is waiting")
+	p.clock.Advance(cfg.FlushInterval)
+	select {
+	case md := <-exported:
+		assert.Equal(t, uint64(1), histogramPoint(t, md, semconv.MetricTimeToFirstChunk, nil).Count())
+	case <-ctx.Done():
+		t.Fatal("no export after a flush interval")
+	}
+	require.NoError(t, p.connector.Shutdown(context.Background()))
+	assert.Len(t, p.sink.AllMetrics(), 1, "delta: the final flush had nothing left to export")
+}
+
+func TestConcurrentConsumeAndFlush(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.Temporality = TemporalityDelta
+	p := newPipeline(t, cfg, nil)
+	p.start()
+	const writers, batches = 4, 50
+	var wg sync.WaitGroup
+	for range writers {
+		wg.Go(func() {
+			for range batches {
+				assert.NoError(t, p.processor.ConsumeTraces(context.Background(), traces(workedExample, hedgeLoser)))
+			}
+		})
+	}
+	for range 20 {
+		p.clock.Advance(cfg.FlushInterval)
+		assert.NoError(t, p.connector.flush(context.Background()))
+	}
+	wg.Wait()
+	require.NoError(t, p.connector.Shutdown(context.Background()))
+	var calls, attempts int64
+	for _, md := range p.sink.AllMetrics() {
+		calls += sumValue(t, md, semconv.MetricCalls, nil)
+		attempts += sumValue(t, md, semconv.MetricHedgeAttempts, nil)
+	}
+	assert.Equal(t, int64(writers*batches), calls, "every call counted once across delta exports")
+	assert.Equal(t, int64(writers*batches), attempts)
+}
+
+func TestShutdownWithoutStart(t *testing.T) {
+	p := newPipeline(t, defaultConfig(), nil)
+	require.NoError(t, p.connector.Shutdown(context.Background()))
+	require.NoError(t, p.connector.Start(context.Background(), componenttest.NewNopHost()))
+	require.NoError(t, p.connector.Shutdown(context.Background()))
+}

@@ -1,0 +1,88 @@
+package stallmetricsconnector // import "github.com/streamstall/streamstall/connector/stallmetricsconnector"
+
+import (
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/streamstall/streamstall/connector/stallmetricsconnector/internal/aggregate"
+	"github.com/streamstall/streamstall/connector/stallmetricsconnector/internal/expohisto"
+	"github.com/streamstall/streamstall/connector/stallmetricsconnector/internal/metadata"
+	"github.com/streamstall/streamstall/internal/semconv"
+)
+
+const (
+	unitSeconds = "s"
+	unitCall    = "{call}"
+	unitAttempt = "{attempt}"
+)
+
+// buildMetrics writes every non-empty metric, in a fixed order, into one
+// resource (the service is a data point dimension, not a resource) and one
+// scope. Callers hold mu.
+func (c *stallMetrics) buildMetrics(now pcommon.Timestamp) pmetric.Metrics {
+	md := pmetric.NewMetrics()
+	sm := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty()
+	sm.Scope().SetName(metadata.ScopeName)
+	sm.Scope().SetVersion(c.version)
+	temporality, start := c.pointsStart()
+	ms := sm.Metrics()
+
+	histograms := []struct {
+		name, description string
+		series            *aggregate.Series[*expohisto.Histogram]
+	}{
+		{semconv.MetricTimeToFirstChunk, "Time from the start of a streaming call to its first content chunk.", c.metrics.ttft},
+		{semconv.MetricTimePerOutputChunk, "Time between two consecutive content chunks of a streaming call.", c.metrics.perChunk},
+		{semconv.MetricGenerationDuration, "Wall-clock time from the first to the last content chunk, stalls included.", c.metrics.generation},
+		{semconv.MetricActiveGenDuration, "Generation time net of stalls: wall-clock generation time minus stall time.", c.metrics.active},
+		{semconv.MetricStallDuration, "Duration of one stall: a run of consecutive gaps longer than the stall threshold.", c.metrics.stall},
+	}
+	for _, h := range histograms {
+		if h.series.Len() == 0 {
+			continue
+		}
+		m := ms.AppendEmpty()
+		m.SetName(h.name)
+		m.SetDescription(h.description)
+		m.SetUnit(unitSeconds)
+		eh := m.SetEmptyExponentialHistogram()
+		eh.SetAggregationTemporality(temporality)
+		eh.DataPoints().EnsureCapacity(h.series.Len())
+		h.series.All(func(p *aggregate.Point[*expohisto.Histogram]) {
+			dp := eh.DataPoints().AppendEmpty()
+			p.Attributes.CopyTo(dp.Attributes())
+			dp.SetStartTimestamp(start)
+			dp.SetTimestamp(now)
+			p.Value.CopyTo(dp)
+		})
+	}
+
+	sums := []struct {
+		name, description, unit string
+		series                  *aggregate.Series[*int64]
+	}{
+		{semconv.MetricCalls, "Streaming calls, by whether they stalled.", unitCall, c.metrics.calls},
+		{semconv.MetricHedgeAttempts, "Hedged attempts, by trigger and outcome; losers included.", unitAttempt, c.metrics.attempts},
+	}
+	for _, s := range sums {
+		if s.series.Len() == 0 {
+			continue
+		}
+		m := ms.AppendEmpty()
+		m.SetName(s.name)
+		m.SetDescription(s.description)
+		m.SetUnit(s.unit)
+		sum := m.SetEmptySum()
+		sum.SetIsMonotonic(true)
+		sum.SetAggregationTemporality(temporality)
+		sum.DataPoints().EnsureCapacity(s.series.Len())
+		s.series.All(func(p *aggregate.Point[*int64]) {
+			dp := sum.DataPoints().AppendEmpty()
+			p.Attributes.CopyTo(dp.Attributes())
+			dp.SetStartTimestamp(start)
+			dp.SetTimestamp(now)
+			dp.SetIntValue(*p.Value)
+		})
+	}
+	return md
+}

@@ -1,0 +1,48 @@
+package stallmetricsconnector // import "github.com/streamstall/streamstall/connector/stallmetricsconnector"
+
+import (
+	"context"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/connector"
+	"go.opentelemetry.io/collector/consumer"
+
+	"github.com/streamstall/streamstall/connector/stallmetricsconnector/internal/metadata"
+)
+
+const (
+	defaultFlushInterval    = 15 * time.Second
+	defaultMaxSeries        = 2000
+	defaultRelativeAccuracy = 0.01
+	defaultMaxBuckets       = 160
+)
+
+// NewFactory returns the factory of the stall_metrics connector.
+func NewFactory() connector.Factory {
+	return connector.NewFactory(
+		metadata.Type,
+		createDefaultConfig,
+		connector.WithTracesToMetrics(createTracesToMetrics, metadata.TracesToMetricsStability),
+	)
+}
+
+func createDefaultConfig() component.Config {
+	return &Config{
+		Losers:        LosersExclude,
+		Temporality:   TemporalityCumulative,
+		FlushInterval: defaultFlushInterval,
+		MaxSeries:     defaultMaxSeries,
+		Histogram: HistogramConfig{
+			RelativeAccuracy: defaultRelativeAccuracy,
+			MaxBuckets:       defaultMaxBuckets,
+		},
+	}
+}
+
+// createTracesToMetrics takes the clock from the context, as spanmetrics
+// does, so that tests can run the flush loop on a fake clock.
+func createTracesToMetrics(ctx context.Context, set connector.Settings, cfg component.Config, next consumer.Metrics) (connector.Traces, error) {
+	return newStallMetrics(set, cfg.(*Config), next, clockwork.FromContext(ctx))
+}
