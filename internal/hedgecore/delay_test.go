@@ -140,3 +140,33 @@ func BenchmarkRaceCall(b *testing.B) {
 		r.Actions()
 	}
 }
+
+func TestDelayEstimatorCensoredSamples(t *testing.T) {
+	e := NewDelayEstimator(0.5, int64(time.Second), DefaultWindow.Nanoseconds(), 20)
+	for i := range 40 {
+		e.Observe(int64(i)*ms, 100*ms)
+	}
+	assert.InEpsilon(t, float64(100*ms), float64(e.Delay()), 0.02)
+	// Losers cancelled after 50 ms say nothing about the median: dropped.
+	for i := range 100 {
+		e.ObserveCensored(int64(40+i)*ms, 50*ms)
+	}
+	assert.InEpsilon(t, float64(100*ms), float64(e.Delay()), 0.02)
+	// Losers cancelled after 300 ms are above it whatever their real TTFT.
+	for i := range 60 {
+		e.ObserveCensored(int64(140+i)*ms, 300*ms)
+	}
+	assert.InEpsilon(t, float64(300*ms), float64(e.Delay()), 0.02)
+}
+
+func TestRaceRecordsCensoredLosers(t *testing.T) {
+	p := NewPolicy(Config{Sources: 2, Adaptive: true, Quantile: 0.5, Delay: 100 * time.Millisecond, MinSamples: 1, MaxAttempts: 2})
+	r := &Race{}
+	r.Reset(p, false)
+	r.Start(0)
+	r.Advance(100 * ms)
+	r.Content(1, 130*ms, true) // the hedge wins after 30 ms; the primary ran 130 ms
+	r.Actions()
+	assert.InEpsilon(t, float64(130*ms), float64(p.Delay(0)), 0.02, "the primary's censored 130 ms is a sample")
+	assert.InEpsilon(t, float64(30*ms), float64(p.Delay(1)), 0.02)
+}
