@@ -1,0 +1,426 @@
+package ssecapture
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/otel/baggage"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	"go.uber.org/zap"
+
+	"github.com/streamstall/streamstall/internal/llmstream"
+	"github.com/streamstall/streamstall/internal/semconv"
+	"github.com/streamstall/streamstall/internal/sse"
+	"github.com/streamstall/streamstall/receiver/ssecapture/internal/metadata"
+)
+
+// error.type values of proxy spans (besides provider error types and HTTP
+// status codes). They are low-cardinality identifiers, as the semantic
+// conventions ask.
+const (
+	// errTypeCancelled: the client went away before the response ended; the
+	// upstream request was cancelled with it.
+	errTypeCancelled = "cancelled"
+	// errTypeTruncated: the upstream closed or broke the stream before its
+	// terminal frame.
+	errTypeTruncated           = "stream_truncated"
+	errTypeUpstreamUnreachable = "upstream_unreachable"
+	errTypeUpstreamTimeout     = "upstream_timeout"
+)
+
+// maxResponseCapture bounds the bytes of a non-streaming response kept to
+// read its usage and ids; beyond it the metadata is skipped, never the bytes.
+const maxResponseCapture = 1 << 20
+
+type frameEvent struct {
+	at   int64
+	kind string
+}
+
+// call is one proxied LLM call on its way to becoming a span. All its
+// methods run on the handler's goroutine (ReverseProxy reads and closes the
+// upstream body there), so it needs no lock.
+type call struct {
+	p      *proxy
+	ctx    context.Context // the inbound request's: done when the client leaves
+	shape  llmstream.Shape
+	start  int64
+	req    llmstream.Request
+	sc     trace.SpanContext // ours: the inbound trace, our span id
+	parent pcommon.SpanID
+	hedge  pcommon.Map
+
+	status    int
+	streaming bool
+	meta      llmstream.Meta
+	chunks    []frameEvent
+	frames    []frameEvent // non-content frames, kept with record_keepalives
+	terminal  bool         // a done or error frame, or a whole JSON body, arrived
+	eof       bool
+	readErr   error
+	errType   string
+	parseErr  error
+}
+
+func newCall(p *proxy, r *http.Request, shape llmstream.Shape, body []byte) *call {
+	c := &call{p: p, ctx: r.Context(), shape: shape, start: p.clock.Now().UnixNano(), hedge: pcommon.NewMap()}
+	if req, err := llmstream.ParseRequest(body); err == nil {
+		c.req = req
+	}
+	inbound := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), propagation.HeaderCarrier(r.Header)))
+	cfg := trace.SpanContextConfig{TraceFlags: trace.FlagsSampled, SpanID: newSpanID()}
+	if inbound.IsValid() {
+		cfg.TraceID, cfg.TraceState = inbound.TraceID(), inbound.TraceState()
+		c.parent = pcommon.SpanID(inbound.SpanID())
+	} else {
+		cfg.TraceID = newTraceID()
+	}
+	c.sc = trace.NewSpanContext(cfg)
+	c.readHedgeBaggage(r.Header.Values("baggage"))
+	return c
+}
+
+func newSpanID() (id trace.SpanID) {
+	for id == (trace.SpanID{}) {
+		putUint64(id[:], rand.Uint64())
+	}
+	return id
+}
+
+func newTraceID() (id trace.TraceID) {
+	for id == (trace.TraceID{}) {
+		putUint64(id[:8], rand.Uint64())
+		putUint64(id[8:], rand.Uint64())
+	}
+	return id
+}
+
+func putUint64(b []byte, v uint64) {
+	for i := range 8 {
+		b[i] = byte(v >> (56 - 8*i))
+	}
+}
+
+// readHedgeBaggage turns llm.hedge.* baggage entries into typed attributes.
+// Other entries are none of our business and are not recorded.
+func (c *call) readHedgeBaggage(headers []string) {
+	for _, h := range headers {
+		bag, err := baggage.Parse(h)
+		if err != nil {
+			c.p.logger.Debug("ignoring malformed baggage", zap.Error(err))
+			continue
+		}
+		for _, m := range bag.Members() {
+			key, value := m.Key(), m.Value()
+			if !strings.HasPrefix(key, "llm.hedge.") {
+				continue
+			}
+			switch key {
+			case semconv.AttrHedgeAttempt:
+				n, err := strconv.ParseInt(value, 10, 64)
+				if err != nil {
+					c.p.logger.Debug("ignoring a non-integer hedge attempt", zap.String("value", value))
+					continue
+				}
+				c.hedge.PutInt(key, n)
+			case semconv.AttrHedgeLoser, semconv.AttrHedgeOutcomeInferred:
+				b, err := strconv.ParseBool(value)
+				if err != nil {
+					continue
+				}
+				c.hedge.PutBool(key, b)
+			default:
+				c.hedge.PutStr(key, value)
+			}
+		}
+	}
+}
+
+// outgoingContext carries our span context, so that an instrumented upstream
+// transport (the collector's own telemetry) parents its span on ours.
+func (c *call) outgoingContext(ctx context.Context) context.Context {
+	return trace.ContextWithSpanContext(ctx, c.sc)
+}
+
+// injectTraceContext sends a traceparent naming our span upstream.
+func (c *call) injectTraceContext(h http.Header) {
+	propagation.TraceContext{}.Inject(trace.ContextWithSpanContext(context.Background(), c.sc), propagation.HeaderCarrier(h))
+}
+
+// response inspects the upstream's response headers and wraps its body.
+func (c *call) response(resp *http.Response) {
+	c.status = resp.StatusCode
+	mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if mediaType == "text/event-stream" {
+		c.streaming = true
+		b := &sseTee{rc: resp.Body, c: c}
+		b.parser.Handler = b.onEvent
+		resp.Body = b
+		return
+	}
+	resp.Body = &jsonTee{rc: resp.Body, c: c}
+}
+
+func (c *call) failed(status int, errType string) {
+	c.status, c.errType = status, errType
+}
+
+func (c *call) cancelled() { c.errType = errTypeCancelled }
+
+func (c *call) onFrame(f *llmstream.Frame, at int64) {
+	c.meta.Merge(&f.Meta)
+	switch f.Kind {
+	case llmstream.KindContent:
+		c.chunks = append(c.chunks, frameEvent{at: at, kind: f.ChunkKind})
+		return
+	case llmstream.KindDone:
+		c.terminal = true
+	case llmstream.KindError:
+		c.terminal = true
+		if c.errType == "" {
+			c.errType = f.Meta.ErrorType
+		}
+	}
+	if c.p.cfg.RecordKeepalives {
+		c.frames = append(c.frames, frameEvent{at: at, kind: f.Kind.String()})
+	}
+}
+
+// sseTee passes an SSE body through untouched and classifies its frames one
+// read late: the bytes of a read are parsed when ReverseProxy comes back for
+// more, after it has written and flushed them to the client, so parsing adds
+// no latency. Frames are stamped with the time their bytes arrived.
+type sseTee struct {
+	rc        io.ReadCloser
+	c         *call
+	parser    sse.Parser
+	pending   []byte
+	pendingAt int64
+	broken    bool
+}
+
+func (b *sseTee) Read(p []byte) (int, error) {
+	b.parsePending()
+	n, err := b.rc.Read(p)
+	if n > 0 {
+		b.pending = append(b.pending[:0], p[:n]...)
+		b.pendingAt = b.c.p.clock.Now().UnixNano()
+	}
+	switch {
+	case err == io.EOF:
+		b.c.eof = true
+	case err != nil:
+		b.c.readErr = err
+	}
+	return n, err
+}
+
+func (b *sseTee) Close() error {
+	b.parsePending()
+	return b.rc.Close()
+}
+
+func (b *sseTee) parsePending() {
+	if len(b.pending) == 0 || b.broken {
+		return
+	}
+	if err := b.parser.Feed(b.pending); err != nil {
+		// Telemetry gives up on this stream; the bytes still flow.
+		b.broken, b.c.parseErr = true, err
+	}
+	b.pending = b.pending[:0]
+}
+
+func (b *sseTee) onEvent(ev *sse.Event) {
+	f, err := llmstream.Classify(b.c.shape, ev)
+	if err != nil {
+		b.c.parseErr = err
+	}
+	b.c.onFrame(&f, b.pendingAt)
+}
+
+// jsonTee keeps (a bounded prefix of) a non-streaming response body to read
+// its metadata once it is complete.
+type jsonTee struct {
+	rc   io.ReadCloser
+	c    *call
+	buf  bytes.Buffer
+	over bool
+}
+
+func (b *jsonTee) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if n > 0 && !b.over {
+		if b.buf.Len()+n > maxResponseCapture {
+			b.over = true
+			b.buf = bytes.Buffer{}
+		} else {
+			b.buf.Write(p[:n])
+		}
+	}
+	switch {
+	case err == io.EOF:
+		b.c.eof = true
+		b.c.terminal = true
+	case err != nil:
+		b.c.readErr = err
+	}
+	return n, err
+}
+
+func (b *jsonTee) Close() error {
+	if b.c.eof && !b.over && b.buf.Len() > 0 {
+		if m, err := llmstream.ParseResponse(b.c.shape, b.buf.Bytes()); err == nil {
+			b.c.meta.Merge(&m)
+		}
+	}
+	b.buf = bytes.Buffer{}
+	return b.rc.Close()
+}
+
+// outcome settles error.type: a complete response is fine, one the client
+// abandoned is cancelled, one the upstream cut is truncated.
+func (c *call) outcome() string {
+	if c.errType != "" {
+		return c.errType
+	}
+	if c.status >= 400 {
+		if c.meta.ErrorType != "" {
+			return c.meta.ErrorType
+		}
+		return strconv.Itoa(c.status)
+	}
+	complete := c.terminal || (c.streaming && c.eof && len(c.meta.FinishReasons) > 0)
+	switch {
+	case complete:
+		return ""
+	case c.ctx.Err() != nil, errors.Is(c.readErr, context.Canceled), c.readErr == nil && !c.eof:
+		// Without a read error or an end of body, the copy stopped on the
+		// client's side.
+		return errTypeCancelled
+	}
+	return errTypeTruncated
+}
+
+// finish turns the call into a span and queues it.
+func (c *call) finish() {
+	end := c.p.clock.Now().UnixNano()
+	td := ptrace.NewTraces()
+	ss := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty()
+	ss.Scope().SetName(metadata.ScopeName)
+	span := ss.Spans().AppendEmpty()
+	c.fillSpan(span, end)
+	if c.parseErr != nil {
+		c.p.logger.Debug("stream frames not understood", zap.Error(c.parseErr))
+	}
+	c.p.telemetry.ReceiverSseCaptureStreamsCaptured.Add(context.Background(), 1)
+	if len(c.chunks) > 0 {
+		c.p.telemetry.ReceiverSseCaptureChunksCaptured.Add(context.Background(), int64(len(c.chunks)))
+	}
+	c.p.queue.push(td)
+}
+
+func (c *call) fillSpan(span ptrace.Span, end int64) {
+	op := c.shape.Operation()
+	span.SetName(op)
+	if c.req.Model != "" {
+		span.SetName(op + " " + c.req.Model)
+	}
+	span.SetKind(ptrace.SpanKindClient)
+	span.SetTraceID(pcommon.TraceID(c.sc.TraceID()))
+	span.SetSpanID(pcommon.SpanID(c.sc.SpanID()))
+	span.SetParentSpanID(c.parent)
+	span.TraceState().FromRaw(c.sc.TraceState().String())
+	span.SetStartTimestamp(pcommon.Timestamp(c.start))
+	span.SetEndTimestamp(pcommon.Timestamp(end))
+
+	attrs := span.Attributes()
+	attrs.EnsureCapacity(16 + c.hedge.Len())
+	attrs.PutStr(semconv.AttrOperationName, op)
+	provider := c.p.cfg.Provider
+	if provider == "" {
+		provider = c.shape.Provider()
+	}
+	attrs.PutStr(semconv.AttrProviderName, provider)
+	if c.req.Model != "" {
+		attrs.PutStr(semconv.AttrRequestModel, c.req.Model)
+	}
+	attrs.PutBool(semconv.AttrRequestStream, c.req.Stream)
+	if c.meta.ResponseModel != "" {
+		attrs.PutStr(semconv.AttrResponseModel, c.meta.ResponseModel)
+	}
+	if c.meta.ResponseID != "" {
+		attrs.PutStr(semconv.AttrResponseID, c.meta.ResponseID)
+	}
+	if len(c.meta.FinishReasons) > 0 {
+		fr := attrs.PutEmptySlice(semconv.AttrResponseFinishReasons)
+		for _, r := range c.meta.FinishReasons {
+			fr.AppendEmpty().SetStr(r)
+		}
+	}
+	if c.meta.HasInputTokens {
+		attrs.PutInt(semconv.AttrUsageInputTokens, c.meta.InputTokens)
+	}
+	if c.meta.HasOutputTokens {
+		attrs.PutInt(semconv.AttrUsageOutputTokens, c.meta.OutputTokens)
+	}
+	attrs.PutStr(semconv.AttrServerAddress, c.p.serverAddress)
+	attrs.PutInt(semconv.AttrServerPort, c.p.serverPort)
+	if c.status != 0 {
+		attrs.PutInt(semconv.AttrHTTPStatusCode, int64(c.status))
+	}
+	c.hedge.Range(func(k string, v pcommon.Value) bool {
+		v.CopyTo(attrs.PutEmpty(k))
+		return true
+	})
+	if errType := c.outcome(); errType != "" {
+		attrs.PutStr(semconv.AttrErrorType, errType)
+		span.Status().SetCode(ptrace.StatusCodeError)
+		span.Status().SetMessage(statusMessage(errType, c.status))
+	}
+
+	events := span.Events()
+	events.EnsureCapacity(len(c.chunks) + len(c.frames))
+	for _, ch := range c.chunks {
+		ev := events.AppendEmpty()
+		ev.SetName(semconv.EventChunk)
+		ev.SetTimestamp(pcommon.Timestamp(ch.at))
+		ev.Attributes().PutStr(semconv.AttrChunkKind, ch.kind)
+	}
+	for _, fr := range c.frames {
+		ev := events.AppendEmpty()
+		ev.SetName(semconv.EventKeepalive)
+		ev.SetTimestamp(pcommon.Timestamp(fr.at))
+		ev.Attributes().PutStr(semconv.AttrFrameKind, fr.kind)
+	}
+}
+
+// statusMessage explains an error without quoting the provider, whose
+// messages may echo the request.
+func statusMessage(errType string, status int) string {
+	switch errType {
+	case errTypeCancelled:
+		return "client disconnected before the response ended"
+	case errTypeTruncated:
+		return "upstream ended the stream before its terminal frame"
+	case errTypeUpstreamUnreachable:
+		return "upstream unreachable"
+	case errTypeUpstreamTimeout:
+		return "upstream did not answer in time"
+	}
+	if status >= 400 {
+		return fmt.Sprintf("upstream answered %d", status)
+	}
+	return "upstream reported an error in the stream"
+}

@@ -1,0 +1,121 @@
+package ssecapture
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/confighttp"
+	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/confmap"
+)
+
+// Config configures the sse_capture receiver. At least one listener is
+// required.
+type Config struct {
+	Proxy  configoptional.Optional[ProxyConfig]  `mapstructure:"proxy"`
+	Ingest configoptional.Optional[IngestConfig] `mapstructure:"ingest"`
+
+	_ struct{}
+}
+
+// ProxyConfig configures the reverse proxy listener.
+type ProxyConfig struct {
+	confighttp.ServerConfig `mapstructure:",squash"`
+	// Upstream is the one LLM API every request is forwarded to.
+	Upstream confighttp.ClientConfig `mapstructure:"upstream"`
+	// Provider is gen_ai.provider.name; empty infers it from the API shape.
+	Provider string `mapstructure:"provider"`
+	// RecordKeepalives records non-content frames as llm.stream.keepalive events.
+	RecordKeepalives bool `mapstructure:"record_keepalives"`
+	// MaxRequestBody bounds a request body in bytes; larger ones get 413.
+	MaxRequestBody int64 `mapstructure:"max_request_body"`
+	// QueueSize bounds the spans waiting for the next consumer; when it is
+	// full, spans are dropped and counted, and streams are never slowed.
+	QueueSize int `mapstructure:"queue_size"`
+
+	_ struct{}
+}
+
+// IngestConfig configures the ingest listener.
+type IngestConfig struct {
+	confighttp.ServerConfig `mapstructure:",squash"`
+	// MaxRequestBody bounds a request body in bytes; larger ones get 413.
+	MaxRequestBody int64 `mapstructure:"max_request_body"`
+	// MaxRecords bounds the records of one request; more get 413.
+	MaxRecords int `mapstructure:"max_records"`
+	// MaxChunksPerRecord bounds the chunk times of one record; more get 413.
+	MaxChunksPerRecord int `mapstructure:"max_chunks_per_record"`
+
+	_ struct{}
+}
+
+var (
+	_                     component.Config  = (*Config)(nil)
+	_                     confmap.Validator = (*Config)(nil)
+	errNoListener                           = errors.New("at least one of proxy and ingest must be configured")
+	errNoUpstream                           = errors.New("proxy: upstream.endpoint must be set")
+	errPositive                             = errors.New("must be positive")
+	errUpstreamNotAbsURL                    = errors.New("proxy: upstream.endpoint must be an absolute http or https URL")
+	errUpstreamHasQueries                   = errors.New("proxy: upstream.endpoint must not carry a query or fragment")
+)
+
+// Validate checks the configuration.
+func (cfg *Config) Validate() error {
+	if !cfg.Proxy.HasValue() && !cfg.Ingest.HasValue() {
+		return errNoListener
+	}
+	var errs []error
+	if cfg.Proxy.HasValue() {
+		errs = append(errs, cfg.Proxy.Get().validate())
+	}
+	if cfg.Ingest.HasValue() {
+		errs = append(errs, cfg.Ingest.Get().validate())
+	}
+	return errors.Join(errs...)
+}
+
+func (p *ProxyConfig) validate() error {
+	var errs []error
+	if p.Upstream.Endpoint == "" {
+		errs = append(errs, errNoUpstream)
+	} else if _, err := parseUpstream(p.Upstream.Endpoint); err != nil {
+		errs = append(errs, err)
+	}
+	if p.MaxRequestBody <= 0 {
+		errs = append(errs, fmt.Errorf("proxy: max_request_body %w", errPositive))
+	}
+	if p.QueueSize <= 0 {
+		errs = append(errs, fmt.Errorf("proxy: queue_size %w", errPositive))
+	}
+	return errors.Join(errs...)
+}
+
+func (i *IngestConfig) validate() error {
+	var errs []error
+	if i.MaxRequestBody <= 0 {
+		errs = append(errs, fmt.Errorf("ingest: max_request_body %w", errPositive))
+	}
+	if i.MaxRecords <= 0 {
+		errs = append(errs, fmt.Errorf("ingest: max_records %w", errPositive))
+	}
+	if i.MaxChunksPerRecord <= 0 {
+		errs = append(errs, fmt.Errorf("ingest: max_chunks_per_record %w", errPositive))
+	}
+	return errors.Join(errs...)
+}
+
+func parseUpstream(endpoint string) (*url.URL, error) {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: upstream.endpoint: %w", err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, errUpstreamNotAbsURL
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return nil, errUpstreamHasQueries
+	}
+	return u, nil
+}

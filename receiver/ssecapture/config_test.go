@@ -1,0 +1,111 @@
+package ssecapture
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/confmap"
+	"go.opentelemetry.io/collector/confmap/confmaptest"
+
+	"github.com/streamstall/streamstall/receiver/ssecapture/internal/metadata"
+)
+
+func loadConfig(t *testing.T, name string) (*Config, error) {
+	t.Helper()
+	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
+	require.NoError(t, err)
+	cfg := NewFactory().CreateDefaultConfig()
+	sub, err := cm.Sub(component.NewIDWithName(metadata.Type, name).String())
+	require.NoError(t, err)
+	require.NoError(t, sub.Unmarshal(cfg))
+	return cfg.(*Config), confmap.Validate(cfg)
+}
+
+func TestLoadConfig(t *testing.T) {
+	cfg, err := loadConfig(t, "")
+	require.NoError(t, err)
+	require.True(t, cfg.Proxy.HasValue())
+	assert.False(t, cfg.Ingest.HasValue())
+	p := cfg.Proxy.Get()
+	assert.Equal(t, "localhost:8787", p.NetAddr.Endpoint, "listeners default to localhost")
+	assert.Equal(t, "https://api.openai.com", p.Upstream.Endpoint)
+	assert.Equal(t, int64(4<<20), p.MaxRequestBody)
+	assert.Equal(t, defaultQueueSize, p.QueueSize)
+	assert.False(t, p.RecordKeepalives)
+	assert.Empty(t, p.Provider)
+
+	cfg, err = loadConfig(t, "both")
+	require.NoError(t, err)
+	p = cfg.Proxy.Get()
+	assert.Equal(t, "localhost:9787", p.NetAddr.Endpoint)
+	assert.Equal(t, 20*time.Second, p.Upstream.Timeout)
+	assert.Equal(t, "anthropic", p.Provider)
+	assert.True(t, p.RecordKeepalives)
+	assert.Equal(t, int64(1<<20), p.MaxRequestBody)
+	assert.Equal(t, 50, p.QueueSize)
+	i := cfg.Ingest.Get()
+	assert.Equal(t, "localhost:9788", i.NetAddr.Endpoint)
+	assert.Equal(t, int64(2048), i.MaxRequestBody)
+	assert.Equal(t, 10, i.MaxRecords)
+	assert.Equal(t, 100, i.MaxChunksPerRecord)
+
+	cfg, err = loadConfig(t, "ingest_only")
+	require.NoError(t, err)
+	assert.False(t, cfg.Proxy.HasValue())
+	i = cfg.Ingest.Get()
+	assert.Equal(t, "localhost:8788", i.NetAddr.Endpoint, "listeners default to localhost")
+	assert.Equal(t, int64(16<<20), i.MaxRequestBody)
+	assert.Equal(t, 10000, i.MaxRecords)
+	assert.Equal(t, 100000, i.MaxChunksPerRecord)
+}
+
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		errs []error
+		msgs []string
+	}{
+		{name: "none", errs: []error{errNoListener}},
+		{name: "no_upstream", errs: []error{errNoUpstream}},
+		{name: "bad_upstream", errs: []error{errUpstreamNotAbsURL}},
+		{name: "bad_limits", errs: []error{errPositive}, msgs: []string{
+			"proxy: max_request_body must be positive", "proxy: queue_size must be positive",
+			"ingest: max_request_body must be positive", "ingest: max_records must be positive",
+			"ingest: max_chunks_per_record must be positive",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := loadConfig(t, tt.name)
+			require.Error(t, err)
+			for _, want := range tt.errs {
+				assert.ErrorIs(t, err, want)
+			}
+			for _, msg := range tt.msgs {
+				assert.ErrorContains(t, err, msg)
+			}
+		})
+	}
+}
+
+func TestParseUpstream(t *testing.T) {
+	_, err := parseUpstream("https://api.openai.com/v1?x=1")
+	require.ErrorIs(t, err, errUpstreamHasQueries)
+	_, err = parseUpstream("ftp://example.com")
+	require.ErrorIs(t, err, errUpstreamNotAbsURL)
+	_, err = parseUpstream("http://[::1")
+	require.Error(t, err)
+	u, err := parseUpstream("https://gateway.example/openai")
+	require.NoError(t, err)
+	addr, port := serverAddressPort(u)
+	assert.Equal(t, "gateway.example", addr)
+	assert.Equal(t, int64(443), port)
+	u, _ = parseUpstream("http://127.0.0.1:8080")
+	addr, port = serverAddressPort(u)
+	assert.Equal(t, "127.0.0.1", addr)
+	assert.Equal(t, int64(8080), port)
+}

@@ -1,0 +1,60 @@
+package ssecapture
+
+import (
+	"context"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/confighttp"
+	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/receiver"
+
+	"github.com/streamstall/streamstall/receiver/ssecapture/internal/metadata"
+)
+
+const (
+	defaultProxyEndpoint      = "localhost:8787"
+	defaultIngestEndpoint     = "localhost:8788"
+	defaultProxyMaxBody       = 4 << 20
+	defaultIngestMaxBody      = 16 << 20
+	defaultMaxRecords         = 10000
+	defaultMaxChunksPerRecord = 100000
+	defaultQueueSize          = 1000
+)
+
+// NewFactory returns the factory of the sse_capture receiver.
+func NewFactory() receiver.Factory {
+	return receiver.NewFactory(
+		metadata.Type,
+		createDefaultConfig,
+		receiver.WithTraces(createTraces, metadata.TracesStability),
+	)
+}
+
+func createDefaultConfig() component.Config {
+	proxy := confighttp.NewDefaultServerConfig()
+	proxy.NetAddr.Endpoint = defaultProxyEndpoint
+	upstream := confighttp.NewDefaultClientConfig()
+	ingest := confighttp.NewDefaultServerConfig()
+	ingest.NetAddr.Endpoint = defaultIngestEndpoint
+	// Both listeners are off until configured; configuring one (even as an
+	// empty section) fills in these defaults.
+	return &Config{
+		Proxy: configoptional.Default(ProxyConfig{
+			ServerConfig:   proxy,
+			Upstream:       upstream,
+			MaxRequestBody: defaultProxyMaxBody,
+			QueueSize:      defaultQueueSize,
+		}),
+		Ingest: configoptional.Default(IngestConfig{
+			ServerConfig:       ingest,
+			MaxRequestBody:     defaultIngestMaxBody,
+			MaxRecords:         defaultMaxRecords,
+			MaxChunksPerRecord: defaultMaxChunksPerRecord,
+		}),
+	}
+}
+
+func createTraces(_ context.Context, set receiver.Settings, cfg component.Config, next consumer.Traces) (receiver.Traces, error) {
+	return newReceiver(cfg.(*Config), set, next)
+}

@@ -1,0 +1,136 @@
+package ssecapture
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/receiver/receiverhelper"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/streamstall/streamstall/receiver/ssecapture/internal/metadata"
+)
+
+// Reasons a proxy span was lost, the "reason" attribute of
+// otelcol_receiver_sse_capture_spans.dropped.
+const (
+	dropQueueFull     = "queue_full"
+	dropConsumerError = "consumer_error"
+	dropShutdown      = "shutdown"
+)
+
+var (
+	errQueueFull = errors.New("span queue is full")
+	errShutdown  = errors.New("receiver is shutting down")
+)
+
+// spanQueue hands proxy spans to the next consumer from one background
+// goroutine, so that a slow, blocking or failing pipeline never slows a
+// user's stream: push never blocks, and what cannot be delivered is counted.
+type spanQueue struct {
+	next      consumer.Traces
+	obsrecv   *receiverhelper.ObsReport
+	telemetry *metadata.TelemetryBuilder
+
+	items   chan ptrace.Traces
+	ctx     context.Context // the drainer's own context, cancelled by Shutdown
+	cancel  context.CancelFunc
+	closing chan struct{}
+	done    chan struct{}
+
+	mu     sync.RWMutex
+	closed bool
+}
+
+func newSpanQueue(size int, next consumer.Traces, obsrecv *receiverhelper.ObsReport, tb *metadata.TelemetryBuilder) *spanQueue {
+	ctx, cancel := context.WithCancel(context.Background())
+	q := &spanQueue{
+		next: next, obsrecv: obsrecv, telemetry: tb,
+		items: make(chan ptrace.Traces, size), ctx: ctx, cancel: cancel,
+		closing: make(chan struct{}), done: make(chan struct{}),
+	}
+	go q.drain()
+	return q
+}
+
+// push enqueues td without ever blocking.
+func (q *spanQueue) push(td ptrace.Traces) {
+	q.mu.RLock()
+	defer q.mu.RUnlock()
+	if q.closed {
+		q.drop(td, dropShutdown, errShutdown)
+		return
+	}
+	select {
+	case q.items <- td:
+	default:
+		q.drop(td, dropQueueFull, errQueueFull)
+	}
+}
+
+func (q *spanQueue) drain() {
+	defer close(q.done)
+	for {
+		select {
+		case td := <-q.items:
+			q.consume(td)
+		case <-q.closing:
+			// Deliver what is queued while Shutdown allows it; once its
+			// context is cancelled, count the rest as lost.
+			for {
+				select {
+				case td := <-q.items:
+					if q.ctx.Err() != nil {
+						q.drop(td, dropShutdown, errShutdown)
+					} else {
+						q.consume(td)
+					}
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+func (q *spanQueue) consume(td ptrace.Traces) {
+	ctx := q.obsrecv.StartTracesOp(q.ctx)
+	err := q.next.ConsumeTraces(ctx, td)
+	q.obsrecv.EndTracesOp(ctx, formatProxy, td.SpanCount(), err)
+	if err != nil {
+		q.telemetry.ReceiverSseCaptureSpansDropped.Add(q.ctx, int64(td.SpanCount()),
+			metric.WithAttributes(attribute.String("reason", dropConsumerError)))
+	}
+}
+
+// drop counts spans that never reached the next consumer, in component
+// telemetry and as refused in the receiver's standard ObsReport metrics.
+func (q *spanQueue) drop(td ptrace.Traces, reason string, err error) {
+	ctx := q.obsrecv.StartTracesOp(context.Background())
+	q.obsrecv.EndTracesOp(ctx, formatProxy, td.SpanCount(), err)
+	q.telemetry.ReceiverSseCaptureSpansDropped.Add(ctx, int64(td.SpanCount()),
+		metric.WithAttributes(attribute.String("reason", reason)))
+}
+
+// shutdown stops accepting spans, delivers the queued ones until ctx is done,
+// then cancels the drainer's context and waits for it.
+func (q *spanQueue) shutdown(ctx context.Context) error {
+	q.mu.Lock()
+	if !q.closed {
+		q.closed = true
+		close(q.closing)
+	}
+	q.mu.Unlock()
+	select {
+	case <-q.done:
+		q.cancel()
+		return nil
+	case <-ctx.Done():
+		q.cancel()
+		<-q.done
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,145 @@
+package ssecapture
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"sync"
+
+	"github.com/jonboulle/clockwork"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componentstatus"
+	"go.opentelemetry.io/collector/config/confighttp"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/receiver"
+	"go.opentelemetry.io/collector/receiver/receiverhelper"
+	"go.uber.org/zap"
+
+	"github.com/streamstall/streamstall/receiver/ssecapture/internal/metadata"
+)
+
+// Formats reported through receiverhelper.ObsReport.
+const (
+	formatProxy  = "sse"
+	formatIngest = "json"
+)
+
+type sseCaptureReceiver struct {
+	cfg       *Config
+	settings  receiver.Settings
+	next      consumer.Traces
+	clock     clockwork.Clock
+	telemetry *metadata.TelemetryBuilder
+	obsProxy  *receiverhelper.ObsReport
+	obsIngest *receiverhelper.ObsReport
+
+	servers    []*http.Server
+	addrs      map[string]net.Addr // bound addresses by listener name, for tests
+	queue      *spanQueue
+	proxy      *proxy
+	shutdownWG sync.WaitGroup
+}
+
+var _ receiver.Traces = (*sseCaptureReceiver)(nil)
+
+func newReceiver(cfg *Config, set receiver.Settings, next consumer.Traces) (*sseCaptureReceiver, error) {
+	tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
+	if err != nil {
+		return nil, err
+	}
+	obsProxy, err := receiverhelper.NewObsReport(receiverhelper.ObsReportSettings{
+		ReceiverID: set.ID, Transport: "http", ReceiverCreateSettings: set,
+	})
+	if err != nil {
+		return nil, err
+	}
+	obsIngest, err := receiverhelper.NewObsReport(receiverhelper.ObsReportSettings{
+		ReceiverID: set.ID, Transport: "http", LongLivedCtx: false, ReceiverCreateSettings: set,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &sseCaptureReceiver{
+		cfg: cfg, settings: set, next: next, clock: clockwork.NewRealClock(),
+		telemetry: tb, obsProxy: obsProxy, obsIngest: obsIngest,
+	}, nil
+}
+
+// Start opens the configured listeners.
+func (r *sseCaptureReceiver) Start(ctx context.Context, host component.Host) error {
+	if r.cfg.Proxy.HasValue() {
+		pcfg := r.cfg.Proxy.Get()
+		r.queue = newSpanQueue(pcfg.QueueSize, r.next, r.obsProxy, r.telemetry)
+		p, err := newProxy(ctx, pcfg, r.settings.TelemetrySettings, host, r.clock, r.queue, r.telemetry)
+		if err != nil {
+			return errors.Join(err, r.Shutdown(ctx))
+		}
+		r.proxy = p
+		if err := r.serve(ctx, host, "proxy", pcfg.ServerConfig, pcfg.MaxRequestBody, p); err != nil {
+			return errors.Join(err, r.Shutdown(ctx))
+		}
+	}
+	if r.cfg.Ingest.HasValue() {
+		icfg := r.cfg.Ingest.Get()
+		h := newIngestHandler(icfg, r.next, r.obsIngest)
+		if err := r.serve(ctx, host, "ingest", icfg.ServerConfig, icfg.MaxRequestBody, h); err != nil {
+			return errors.Join(err, r.Shutdown(ctx))
+		}
+	}
+	return nil
+}
+
+func (r *sseCaptureReceiver) serve(ctx context.Context, host component.Host, name string, sc confighttp.ServerConfig, maxBody int64, h http.Handler) error {
+	// Our own body limit answers 413 with a JSON error; make sure the
+	// generic one of confighttp is never the tighter of the two.
+	if sc.MaxRequestBodySize < maxBody {
+		sc.MaxRequestBodySize = maxBody
+	}
+	srv, err := sc.ToServer(ctx, host.GetExtensions(), r.settings.TelemetrySettings, h)
+	if err != nil {
+		return err
+	}
+	ln, err := sc.ToListener(ctx)
+	if err != nil {
+		return err
+	}
+	r.servers = append(r.servers, srv)
+	if r.addrs == nil {
+		r.addrs = map[string]net.Addr{}
+	}
+	r.addrs[name] = ln.Addr()
+	r.settings.Logger.Info("Starting "+name+" server", zap.String("endpoint", ln.Addr().String()))
+	r.shutdownWG.Go(func() {
+		if errHTTP := srv.Serve(ln); errHTTP != nil && !errors.Is(errHTTP, http.ErrServerClosed) {
+			componentstatus.ReportStatus(host, componentstatus.NewFatalErrorEvent(errHTTP))
+		}
+	})
+	return nil
+}
+
+// Shutdown stops the listeners. Streams still running when ctx ends are cut
+// (their clients and upstream requests are closed); their spans are queued,
+// and the queue is drained while ctx allows.
+func (r *sseCaptureReceiver) Shutdown(ctx context.Context) error {
+	var errs []error
+	for _, srv := range r.servers {
+		if err := srv.Shutdown(ctx); err != nil {
+			errs = append(errs, err, srv.Close())
+		}
+	}
+	r.servers = nil
+	r.shutdownWG.Wait()
+	if r.proxy != nil {
+		r.proxy.wait()
+		r.proxy = nil
+	}
+	if r.queue != nil {
+		// Handlers are done: the queue sees no more pushes.
+		if err := r.queue.shutdown(ctx); err != nil {
+			errs = append(errs, err)
+		}
+		r.queue = nil
+	}
+	return errors.Join(errs...)
+}
