@@ -254,7 +254,7 @@ func TestConcurrentBatches(t *testing.T) {
 	for _, td := range sink.AllTraces() {
 		span := firstSpan(td)
 		stall := span.Events().At(span.Events().Len() - 1)
-		want := float64(3000+(int64(span.Events().At(3).Timestamp())-testStart)/ms-3200) // 3000 + g
+		want := float64(3000 + (int64(span.Events().At(3).Timestamp())-testStart)/ms - 3200) // 3000 + g
 		assert.Equal(t, want, attr(t, stall.Attributes(), semconv.AttrStallEventDurationMs).Double())
 	}
 }
