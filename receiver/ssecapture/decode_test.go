@@ -1,0 +1,200 @@
+package ssecapture
+
+import (
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/golden"
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/pdatatest/ptracetest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/streamstall/streamstall/internal/figures"
+	"github.com/streamstall/streamstall/internal/semconv"
+)
+
+func testDecoder(maxRecords, maxChunks int) *recordDecoder {
+	rng := rand.New(rand.NewPCG(1, 2))
+	return &recordDecoder{limits: ingestLimits{maxRecords: maxRecords, maxChunks: maxChunks}, newID: rng.Uint64}
+}
+
+// TestDecodeGolden turns the example requests of testdata/ingest into spans
+// and compares them with the expected traces (regenerate with
+// UPDATE_GOLDEN=1 and review the diff).
+func TestDecodeGolden(t *testing.T) {
+	for _, name := range []string{"single.json", "array.json", "stream.ndjson"} {
+		t.Run(name, func(t *testing.T) {
+			body, err := os.ReadFile(filepath.Join("testdata", "ingest", name))
+			require.NoError(t, err)
+			td, n, ierr := testDecoder(100, 100).decode(body)
+			require.Nil(t, ierr)
+			assert.Equal(t, td.SpanCount(), n)
+			expected := filepath.Join("testdata", "ingest", strings.TrimSuffix(name, filepath.Ext(name))+"_expected.yaml")
+			if os.Getenv("UPDATE_GOLDEN") != "" {
+				require.NoError(t, golden.WriteTraces(t, expected, td))
+			}
+			want, err := golden.ReadTraces(expected)
+			require.NoError(t, err)
+			require.NoError(t, ptracetest.CompareTraces(want, td))
+		})
+	}
+}
+
+// TestDecodeSpecExample checks that an ingested record yields the figures of
+// SPEC section 4's worked example.
+func TestDecodeSpecExample(t *testing.T) {
+	body, err := os.ReadFile(filepath.Join("testdata", "ingest", "single.json"))
+	require.NoError(t, err)
+	td, _, ierr := testDecoder(1, 100).decode(body)
+	require.Nil(t, ierr)
+	span := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0)
+	var chunks []int64
+	for i := range span.Events().Len() {
+		ev := span.Events().At(i)
+		require.Equal(t, semconv.EventChunk, ev.Name())
+		chunks = append(chunks, int64(ev.Timestamp()))
+	}
+	f := figures.Derive(int64(span.StartTimestamp()), figures.PrepareChunkTimes(chunks), 2e9, nil)
+	assert.Equal(t, 8, f.ChunkCount)
+	assert.InDelta(t, 100.0, figures.Millis(f.TTFT), 1e-9)
+	assert.InDelta(t, 9000.0, figures.Millis(f.StallTotal), 1e-9)
+	assert.Equal(t, 2, f.StallCount)
+	assert.InDelta(t, 6000.0, figures.Millis(f.MaxStall), 1e-9)
+}
+
+func TestDecodeErrors(t *testing.T) {
+	const start = `"start_time_unix_nano": 1790000000000000000`
+	tests := []struct {
+		name   string
+		body   string
+		status int
+		record int
+		field  string
+		msg    string
+	}{
+		{"empty", "  ", http.StatusBadRequest, -1, "", "empty body"},
+		{"not json", "{", http.StatusBadRequest, 0, "", "malformed JSON"},
+		{"bad array", "[{}", http.StatusBadRequest, -1, "", "malformed JSON array"},
+		{"not an object", `[{"name":"a",` + start + `}, 3]`, http.StatusBadRequest, 1, "", "JSON object"},
+		{"unknown field", `{"name":"a",` + start + `,"chunk_times":[1]}`, http.StatusBadRequest, 0, "chunk_times", "unknown field"},
+		{"missing name", `{` + start + `}`, http.StatusBadRequest, 0, "name", "required"},
+		{"empty name", `{"name":"",` + start + `}`, http.StatusBadRequest, 0, "name", "required"},
+		{"missing start", `{"name":"a"}`, http.StatusBadRequest, 0, "start_time_unix_nano", "missing"},
+		{"negative start", `{"name":"a","start_time_unix_nano":-1}`, http.StatusBadRequest, 0, "start_time_unix_nano", "positive"},
+		{"start as bad string", `{"name":"a","start_time_unix_nano":"17e8"}`, http.StatusBadRequest, 0, "start_time_unix_nano", "decimal string"},
+		{"end before start", `{"name":"a",` + start + `,"end_time_unix_nano":1}`, http.StatusBadRequest, 0, "end_time_unix_nano", "before"},
+		{"short trace id", `{"name":"a",` + start + `,"trace_id":"abc"}`, http.StatusBadRequest, 0, "trace_id", "32 hex digits"},
+		{"zero span id", `{"name":"a",` + start + `,"span_id":"0000000000000000"}`, http.StatusBadRequest, 0, "span_id", "all zeros"},
+		{"non-hex parent", `{"name":"a",` + start + `,"parent_span_id":"zzzzzzzzzzzzzzzz"}`, http.StatusBadRequest, 0, "parent_span_id", "hex"},
+		{"numeric id", `{"name":"a",` + start + `,"span_id":12}`, http.StatusBadRequest, 0, "span_id", "string"},
+		{"both chunk fields", `{"name":"a",` + start + `,"chunk_times_unix_nano":[],"chunk_offsets_ms":[]}`, http.StatusBadRequest, 0, "chunk_offsets_ms", "not both"},
+		{"chunk times not array", `{"name":"a",` + start + `,"chunk_times_unix_nano":5}`, http.StatusBadRequest, 0, "chunk_times_unix_nano", "array"},
+		{"zero chunk time", `{"name":"a",` + start + `,"chunk_times_unix_nano":[1, 0]}`, http.StatusBadRequest, 0, "chunk_times_unix_nano", "element 1"},
+		{"bool chunk time", `{"name":"a",` + start + `,"chunk_times_unix_nano":[true]}`, http.StatusBadRequest, 0, "chunk_times_unix_nano", "element 0"},
+		{"negative offset", `{"name":"a",` + start + `,"chunk_offsets_ms":[-1]}`, http.StatusBadRequest, 0, "chunk_offsets_ms", "non-negative"},
+		{"unterminated chunk array", `{"name":"a",` + start + `,"chunk_offsets_ms":[1,}`, http.StatusBadRequest, 0, "", "malformed JSON"},
+		{"object attribute", `{"name":"a",` + start + `,"attributes":{"x":{"y":1}}}`, http.StatusBadRequest, 0, "attributes.x", "string, number, boolean"},
+		{"null attribute", `{"name":"a",` + start + `,"attributes":{"x":null}}`, http.StatusBadRequest, 0, "attributes.x", "string, number, boolean"},
+		{"mixed array attribute", `{"name":"a",` + start + `,"attributes":{"x":[1,"a"]}}`, http.StatusBadRequest, 0, "attributes.x", "one type"},
+		{"nested array attribute", `{"name":"a",` + start + `,"attributes":{"x":[[1]]}}`, http.StatusBadRequest, 0, "attributes.x", "arrays must hold"},
+		{"attributes not object", `{"name":"a",` + start + `,"attributes":[1]}`, http.StatusBadRequest, 0, "attributes", "object"},
+		{"second record bad", `{"name":"a",` + start + "}\n{\"name\":\"b\"}", http.StatusBadRequest, 1, "start_time_unix_nano", "missing"},
+		{"too many records", strings.Repeat(`{"name":"a",`+start+"}\n", 4), http.StatusRequestEntityTooLarge, 3, "", "more than 3 records"},
+		{"too many records in array", "[" + strings.TrimSuffix(strings.Repeat(`{"name":"a",`+start+"},", 4), ",") + "]", http.StatusRequestEntityTooLarge, 3, "", "more than 3 records"},
+		{"too many chunks", `{"name":"a",` + start + `,"chunk_offsets_ms":[1,2,3,4,5,6]}`, http.StatusRequestEntityTooLarge, 0, "chunk_offsets_ms", "more than 5 chunk times"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			td, n, err := testDecoder(3, 5).decode([]byte(tt.body))
+			require.NotNil(t, err)
+			assert.Equal(t, tt.status, err.Status)
+			assert.Equal(t, tt.record, err.Record)
+			assert.Equal(t, tt.field, err.Field)
+			assert.Contains(t, err.Message, tt.msg)
+			assert.Zero(t, n)
+			assert.Zero(t, td.SpanCount(), "nothing is half-ingested")
+		})
+	}
+}
+
+func TestDecodeEndDefaultsToLastChunk(t *testing.T) {
+	td, _, err := testDecoder(1, 10).decode([]byte(`{"name":"a","start_time_unix_nano":1000,"chunk_times_unix_nano":[3000, 2000, 500]}`))
+	require.Nil(t, err)
+	span := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0)
+	assert.Equal(t, uint64(3000), uint64(span.EndTimestamp()))
+	assert.Equal(t, ptrace.SpanKindClient, span.Kind())
+	assert.Equal(t, 3, span.Events().Len())
+	assert.False(t, span.TraceID().IsEmpty(), "ids are generated when absent")
+	assert.False(t, span.SpanID().IsEmpty())
+	assert.True(t, span.ParentSpanID().IsEmpty())
+}
+
+func FuzzDecodeRecords(f *testing.F) {
+	for _, name := range []string{"single.json", "array.json", "stream.ndjson"} {
+		body, err := os.ReadFile(filepath.Join("testdata", "ingest", name))
+		require.NoError(f, err)
+		f.Add(body)
+	}
+	f.Add([]byte(`{"name":"a","start_time_unix_nano":"1","chunk_offsets_ms":[1e308, "1.5"]}`))
+	f.Add([]byte(`[{"name":"a","start_time_unix_nano":1,"attributes":{"k":[1,2.5]}}]`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		td, n, err := testDecoder(50, 50).decode(body)
+		if err != nil {
+			require.Zero(t, td.SpanCount(), "a rejected request yields no span")
+			require.Contains(t, []int{http.StatusBadRequest, http.StatusRequestEntityTooLarge}, err.Status)
+			require.NotEmpty(t, err.Message)
+			return
+		}
+		require.Equal(t, n, td.SpanCount())
+		rss := td.ResourceSpans()
+		for i := range rss.Len() {
+			spans := rss.At(i).ScopeSpans().At(0).Spans()
+			for j := range spans.Len() {
+				s := spans.At(j)
+				require.NotEmpty(t, s.Name())
+				require.False(t, s.TraceID().IsEmpty())
+				require.False(t, s.SpanID().IsEmpty())
+				require.Positive(t, uint64(s.StartTimestamp()))
+				require.GreaterOrEqual(t, s.EndTimestamp(), s.StartTimestamp())
+				for k := range s.Events().Len() {
+					require.Positive(t, uint64(s.Events().At(k).Timestamp()))
+				}
+			}
+		}
+	})
+}
+
+func BenchmarkDecodeRecords(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString("[")
+	for i := range 100 {
+		if i > 0 {
+			sb.WriteString(",")
+		}
+		sb.WriteString(`{"name":"chat gpt-4o","start_time_unix_nano":1790000000000000000,"attributes":{"gen_ai.request.model":"gpt-4o","gen_ai.provider.name":"openai"},"chunk_offsets_ms":[`)
+		for j := range 100 {
+			if j > 0 {
+				sb.WriteString(",")
+			}
+			sb.WriteString("120.5")
+		}
+		sb.WriteString("]}")
+	}
+	sb.WriteString("]")
+	body := []byte(sb.String())
+	d := testDecoder(1000, 1000)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if _, _, err := d.decode(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*100)/b.Elapsed().Seconds(), "records/s")
+	b.ReportMetric(float64(b.N*100*100)/b.Elapsed().Seconds(), "chunks/s")
+}
