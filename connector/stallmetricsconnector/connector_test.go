@@ -100,7 +100,7 @@ func hasAttributes(m pcommon.Map, want map[string]any) bool {
 	return true
 }
 
-func onlyExport(t *testing.T, p *pipeline) pmetric.Metrics {
+func onlyExport(t *testing.T, p *testPipeline) pmetric.Metrics {
 	t.Helper()
 	all := p.sink.AllMetrics()
 	require.Len(t, all, 1)

@@ -13,6 +13,7 @@ import (
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/pdatatest/pmetrictest"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/connector"
 	"go.opentelemetry.io/collector/connector/connectortest"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -86,9 +87,9 @@ func genAI(provider, model string, more ...any) map[string]any {
 	return m
 }
 
-// pipeline is the real stall processor in front of the connector, which
+// testPipeline is the real stall processor in front of the connector, which
 // exports into sink; the connector runs on a fake clock.
-type pipeline struct {
+type testPipeline struct {
 	t         *testing.T
 	clock     *clockwork.FakeClock
 	sink      *consumertest.MetricsSink
@@ -98,9 +99,9 @@ type pipeline struct {
 	}
 }
 
-func newPipeline(t *testing.T, cfg *Config, processorCfg func(*stallprocessor.Config)) *pipeline {
+func newPipeline(t *testing.T, cfg *Config, processorCfg func(*stallprocessor.Config)) *testPipeline {
 	t.Helper()
-	p := &pipeline{t: t, clock: clockwork.NewFakeClockAt(epoch), sink: new(consumertest.MetricsSink)}
+	p := &testPipeline{t: t, clock: clockwork.NewFakeClockAt(epoch), sink: new(consumertest.MetricsSink)}
 	ctx := clockwork.AddToContext(context.Background(), p.clock)
 	conn, err := NewFactory().CreateTracesToMetrics(ctx, connectortest.NewNopSettings(metadata.Type), cfg, p.sink)
 	require.NoError(t, err)
@@ -121,16 +122,16 @@ func newPipeline(t *testing.T, cfg *Config, processorCfg func(*stallprocessor.Co
 	return p
 }
 
-func (p *pipeline) start() {
+func (p *testPipeline) start() {
 	require.NoError(p.t, p.connector.Start(context.Background(), componenttest.NewNopHost()))
 }
 
-func (p *pipeline) consume(calls ...call) {
+func (p *testPipeline) consume(calls ...call) {
 	require.NoError(p.t, p.processor.ConsumeTraces(context.Background(), traces(calls...)))
 }
 
 // flush exports synchronously, as a tick would, after moving the clock.
-func (p *pipeline) flush(after time.Duration) {
+func (p *testPipeline) flush(after time.Duration) {
 	p.clock.Advance(after)
 	require.NoError(p.t, p.connector.flush(context.Background()))
 }
@@ -162,4 +163,21 @@ func compareGolden(t *testing.T, name string, md pmetric.Metrics) {
 		pmetrictest.IgnoreMetricDataPointsOrder(),
 		pmetrictest.IgnoreScopeVersion(),
 	))
+}
+
+func connectorSettings() connector.Settings { return connectortest.NewNopSettings(metadata.Type) }
+
+// processed runs calls through the real stall processor and returns what it
+// hands on: the connector's input.
+func processed(tb testing.TB, calls ...call) ptrace.Traces {
+	tb.Helper()
+	pf := stallprocessor.NewFactory()
+	sink := new(consumertest.TracesSink)
+	proc, err := pf.CreateTraces(context.Background(), processortest.NewNopSettings(pf.Type()), pf.CreateDefaultConfig(), sink)
+	require.NoError(tb, err)
+	require.NoError(tb, proc.Start(context.Background(), componenttest.NewNopHost()))
+	require.NoError(tb, proc.ConsumeTraces(context.Background(), traces(calls...)))
+	require.NoError(tb, proc.Shutdown(context.Background()))
+	require.Len(tb, sink.AllTraces(), 1)
+	return sink.AllTraces()[0]
 }

@@ -13,7 +13,11 @@ import (
 	"github.com/streamstall/streamstall/internal/semconv"
 )
 
-var loserValue = pcommon.NewValueStr(semconv.HedgeOutcomeLoser)
+// Shared read-only attribute values, so that recording allocates nothing.
+var (
+	loserValue   = pcommon.NewValueStr(semconv.HedgeOutcomeLoser)
+	stalledValue = map[bool]pcommon.Value{true: pcommon.NewValueBool(true), false: pcommon.NewValueBool(false)}
+)
 
 // recordSpan records one span. Callers hold mu.
 //
@@ -60,7 +64,7 @@ func (c *stallMetrics) recordSpan(res pcommon.Map, span ptrace.Span) {
 	if n, ok := number(attrs, semconv.AttrStallCount); ok && n > 0 {
 		stalled = true
 	}
-	c.attrs = append(c.attrs, aggregate.Attribute{Name: semconv.AttrStalled, Value: pcommon.NewValueBool(stalled), Present: true})
+	c.attrs = append(c.attrs, aggregate.Attribute{Name: semconv.AttrStalled, Value: stalledValue[stalled], Present: true})
 	*c.metrics.calls.Point(c.attrs).Value++
 }
 
@@ -122,8 +126,11 @@ func (c *stallMetrics) recordGapsAndStalls(span ptrace.Span, chunkCount int, dim
 	if len(times) != chunkCount {
 		return c.recordStallEvents(span, dims)
 	}
+	// Gaps and derived stalls are valid durations by construction (sorted
+	// nanoseconds): each metric's point is looked up once per span.
+	gaps := c.metrics.perChunk.Point(dims).Value
 	for i := 1; i < len(times); i++ {
-		c.record(c.metrics.perChunk, dims, float64(times[i]-times[i-1])/1e9, "chunk gap", span)
+		_ = gaps.Record(float64(times[i]-times[i-1]) / 1e9)
 	}
 	thresholdMs, ok := number(span.Attributes(), semconv.AttrStallThresholdMs)
 	if !ok || thresholdMs < 0 {
@@ -131,8 +138,11 @@ func (c *stallMetrics) recordGapsAndStalls(span ptrace.Span, chunkCount int, dim
 	}
 	f := figures.Derive(int64(span.StartTimestamp()), times, int64(math.Round(thresholdMs*1e6)), c.stalls)
 	c.stalls = f.Stalls
-	for _, s := range f.Stalls {
-		c.record(c.metrics.stall, dims, float64(s.Duration)/1e9, "stall", span)
+	if len(f.Stalls) > 0 {
+		stalls := c.metrics.stall.Point(dims).Value
+		for _, s := range f.Stalls {
+			_ = stalls.Record(float64(s.Duration) / 1e9)
+		}
 	}
 	return len(f.Stalls)
 }

@@ -1,0 +1,154 @@
+package stallmetricsconnector
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+
+	"github.com/DataDog/sketches-go/ddsketch"
+	"github.com/jonboulle/clockwork"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/streamstall/streamstall/connector/stallmetricsconnector/internal/expohisto"
+	"github.com/streamstall/streamstall/internal/semconv"
+)
+
+// latencies are lognormal values around 1.6 s, the field median TTFT.
+func latencies() []float64 {
+	r := rand.New(rand.NewPCG(1, 2))
+	values := make([]float64, 4096)
+	for i := range values {
+		values[i] = 1.6 * math.Exp(r.NormFloat64())
+	}
+	return values
+}
+
+// BenchmarkRecordValue compares the cost of one value in a histogram with a
+// raw DDSketch.Add on the same values, in the same run.
+func BenchmarkRecordValue(b *testing.B) {
+	values := latencies()
+	b.Run("DDSketch.Add", func(b *testing.B) {
+		b.ReportAllocs()
+		sketch, err := ddsketch.NewDefaultDDSketch(defaultRelativeAccuracy)
+		if err != nil {
+			b.Fatal(err)
+		}
+		i := 0
+		for b.Loop() {
+			_ = sketch.Add(values[i&4095])
+			i++
+		}
+	})
+	b.Run("Histogram.Record", func(b *testing.B) {
+		b.ReportAllocs()
+		scale, err := expohisto.ScaleForAccuracy(defaultRelativeAccuracy)
+		if err != nil {
+			b.Fatal(err)
+		}
+		// Enough buckets for the range, as the raw sketch has.
+		layout, err := expohisto.NewLayout(scale, 4096)
+		if err != nil {
+			b.Fatal(err)
+		}
+		h := layout.NewHistogram()
+		i := 0
+		for b.Loop() {
+			_ = h.Record(values[i&4095])
+			i++
+		}
+	})
+}
+
+// BenchmarkConsumeTraces is the whole path per recorded value: a batch of
+// streaming spans of 64 chunks (TTFT, 63 gaps, generation, active time,
+// stalls, the call), read, derived and recorded.
+func BenchmarkConsumeTraces(b *testing.B) {
+	const spans, chunks = 100, 64
+	r := rand.New(rand.NewPCG(3, 4))
+	calls := make([]call, spans)
+	for i := range calls {
+		ms := int64(200 + r.IntN(2000))
+		times := make([]int64, chunks)
+		for j := range times {
+			times[j] = ms
+			ms += int64(20 + r.IntN(60))
+			if r.IntN(30) == 0 {
+				ms += 3000 // a stall
+			}
+		}
+		calls[i] = call{service: "chat-api", attrs: genAI("openai", fmt.Sprintf("model-%d", i%8)), chunksMs: times}
+	}
+	// The processor runs once, outside the measurement: the connector's input.
+	td := processed(b, calls...)
+	c, err := newStallMetrics(connectorSettings(), defaultConfig(), consumertest.NewNop(), clockwork.NewFakeClock())
+	if err != nil {
+		b.Fatal(err)
+	}
+	valuesPerBatch := countValues(b, c, td)
+	b.ReportAllocs()
+	batches := 0
+	for b.Loop() {
+		_ = c.ConsumeTraces(context.Background(), td)
+		batches++
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(batches*valuesPerBatch), "ns/value")
+}
+
+// countValues records td once into c and returns how many histogram values
+// it made.
+func countValues(b *testing.B, c *stallMetrics, td ptrace.Traces) int {
+	b.Helper()
+	_ = c.ConsumeTraces(context.Background(), td)
+	md := c.buildMetrics(0)
+	n := 0
+	for _, name := range []string{semconv.MetricTimeToFirstChunk, semconv.MetricTimePerOutputChunk, semconv.MetricGenerationDuration, semconv.MetricActiveGenDuration, semconv.MetricStallDuration} {
+		forMetric(md, name, func(m pmetric.Metric) {
+			for _, dp := range m.ExponentialHistogram().DataPoints().All() {
+				n += int(dp.Count())
+			}
+		})
+	}
+	return n
+}
+
+// BenchmarkMemoryPerSeries fills series (one model each) with the SPEC
+// worked example and reports the bytes allocated, and the bytes still live
+// after a GC, per series (all seven metrics of one attribute set).
+func BenchmarkMemoryPerSeries(b *testing.B) {
+	for _, n := range []int{100, 1000} {
+		b.Run(fmt.Sprintf("series=%d", n), func(b *testing.B) {
+			batches := make([]ptrace.Traces, n)
+			for i := range batches {
+				c := workedExample
+				c.attrs = genAI("openai", fmt.Sprintf("model-%d", i), semconv.AttrHedgeAttempt, 0, semconv.AttrHedgeOutcome, "winner")
+				batches[i] = processed(b, c)
+			}
+			cfg := defaultConfig()
+			cfg.MaxSeries = n
+			var live uint64
+			b.ReportAllocs()
+			for b.Loop() {
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				c, err := newStallMetrics(connectorSettings(), cfg, consumertest.NewNop(), clockwork.NewFakeClock())
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, td := range batches {
+					_ = c.ConsumeTraces(context.Background(), td)
+				}
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				live = after.HeapAlloc - before.HeapAlloc
+				runtime.KeepAlive(c)
+			}
+			b.ReportMetric(float64(live)/float64(n), "live-B/series")
+		})
+	}
+}
