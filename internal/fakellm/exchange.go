@@ -136,7 +136,7 @@ func (x *exchange) serve(r *http.Request) {
 		x.reject(http.StatusBadRequest, "fakellm: "+err.Error())
 		return
 	}
-	rng := rand.New(rand.NewPCG(st.seed, uint64(seq)))
+	rng := newRequestRand(st.seed, seq)
 	plan := st.profile.plan(rng, st.chunks, x.s.cfg.TimeFactor)
 	content := st.content
 	if content == "" {
@@ -451,6 +451,11 @@ func (x *exchange) complete() {
 func (x *exchange) abort() {
 	x.rec.update(func(q *Request) { q.Aborted = true })
 	panic(http.ErrAbortHandler)
+}
+
+// newRequestRand is the generator of request seq: everything random about a response comes from it.
+func newRequestRand(seed uint64, seq int) *rand.Rand {
+	return rand.New(rand.NewPCG(seed, uint64(seq)))
 }
 
 func requestID(kind apiKind, rng *rand.Rand) string {
