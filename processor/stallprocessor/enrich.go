@@ -2,6 +2,7 @@ package stallprocessor // import "github.com/streamstall/streamstall/processor/s
 
 import (
 	"context"
+	"math"
 	"strconv"
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/ottl/contexts/ottlspanevent"
@@ -31,7 +32,11 @@ func (p *stallProcessor) enrich(ctx context.Context, s *scratch, rs ptrace.Resou
 			}
 		}
 		if isChunk {
-			times = append(times, int64(ev.Timestamp()))
+			// Times past 2262 do not fit the signed arithmetic of the
+			// figures; like unset (zero) times, they are not measurable.
+			if ts := ev.Timestamp(); ts <= math.MaxInt64 {
+				times = append(times, int64(ts))
+			}
 		} else if ev.Name() == semconv.EventStall {
 			hasStallEvents = true
 		}
@@ -45,8 +50,14 @@ func (p *stallProcessor) enrich(ctx context.Context, s *scratch, rs ptrace.Resou
 		return 0, false, nil
 	}
 
-	f := figures.Derive(int64(span.StartTimestamp()), times, p.threshold, s.stalls)
+	start := span.StartTimestamp()
+	f := figures.Derive(int64(min(start, math.MaxInt64)), times, p.threshold, s.stalls)
 	s.stalls = f.Stalls
+	if start == 0 || start > math.MaxInt64 {
+		// An unset (or unrepresentable) span start makes TTFT unknown, not
+		// the age of the epoch.
+		f.HasTTFT, f.TTFT = false, 0
+	}
 
 	// A span that already carries the figures went through a stall processor
 	// before (a second tier): values are overwritten in place, and figures
