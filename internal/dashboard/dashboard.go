@@ -1,0 +1,224 @@
+// Package dashboard reads the metric names that a Grafana dashboard's
+// Prometheus queries use, so that tests can hold the dashboard to the
+// metrics the connector really emits: by translation (unit test) and in a
+// real scrape (end-to-end test).
+package dashboard // import "github.com/streamstall/streamstall/internal/dashboard"
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// MetricNames returns the sorted, distinct metric names used by the PromQL
+// of the dashboard at path: every panel target's expr (rows included) and
+// every query variable (label_values(selector, label), query_result(expr) or
+// plain PromQL).
+func MetricNames(path string) ([]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read dashboard: %w", err)
+	}
+	var d dashboard
+	if err := json.Unmarshal(b, &d); err != nil {
+		return nil, fmt.Errorf("parse dashboard %s: %w", path, err)
+	}
+	var exprs []string
+	var walk func([]panel)
+	walk = func(panels []panel) {
+		for _, p := range panels {
+			for _, t := range p.Targets {
+				if t.Expr != "" {
+					exprs = append(exprs, t.Expr)
+				}
+			}
+			walk(p.Panels)
+		}
+	}
+	walk(d.Panels)
+	for _, v := range d.Templating.List {
+		if v.Type != "query" {
+			continue
+		}
+		q, err := variableQuery(v.Query)
+		if err != nil {
+			return nil, fmt.Errorf("variable %q: %w", v.Name, err)
+		}
+		if q != "" {
+			exprs = append(exprs, q)
+		}
+	}
+	seen := map[string]bool{}
+	for _, e := range exprs {
+		names, err := ExprMetricNames(e)
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range names {
+			seen[n] = true
+		}
+	}
+	names := make([]string, 0, len(seen))
+	for n := range seen {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+type dashboard struct {
+	Panels     []panel `json:"panels"`
+	Templating struct {
+		List []struct {
+			Name  string          `json:"name"`
+			Type  string          `json:"type"`
+			Query json.RawMessage `json:"query"`
+		} `json:"list"`
+	} `json:"templating"`
+}
+
+type panel struct {
+	Targets []struct {
+		Expr string `json:"expr"`
+	} `json:"targets"`
+	Panels []panel `json:"panels"`
+}
+
+var (
+	labelValues = regexp.MustCompile(`^\s*label_values\s*\((.*)\)\s*$`)
+	queryResult = regexp.MustCompile(`^\s*query_result\s*\((.*)\)\s*$`)
+)
+
+// variableQuery returns the PromQL inside a query variable: Grafana stores
+// it as a string or, since version 9, as {"query": "..."}.
+func variableQuery(raw json.RawMessage) (string, error) {
+	if len(raw) == 0 {
+		return "", nil
+	}
+	var q string
+	if err := json.Unmarshal(raw, &q); err != nil {
+		var obj struct {
+			Query string `json:"query"`
+		}
+		if err := json.Unmarshal(raw, &obj); err != nil {
+			return "", fmt.Errorf("query is neither a string nor an object: %w", err)
+		}
+		q = obj.Query
+	}
+	if m := labelValues.FindStringSubmatch(q); m != nil {
+		// label_values(label) names no metric; label_values(selector, label)
+		// names the selector's.
+		i := strings.LastIndex(m[1], ",")
+		if i < 0 {
+			return "", nil
+		}
+		return m[1][:i], nil
+	}
+	if m := queryResult.FindStringSubmatch(q); m != nil {
+		return m[1], nil
+	}
+	return q, nil
+}
+
+// promqlToken matches, in order: strings, numbers and durations (5m, 1e3,
+// 0x1f), Grafana variables, identifiers, and any other single character.
+var promqlToken = regexp.MustCompile(`"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|` + "`[^`]*`" +
+	`|[0-9][0-9a-zA-Z_.]*|\.[0-9][0-9a-zA-Z_]*|\$\{[^}]*\}|\$[a-zA-Z0-9_]+|[a-zA-Z_:][a-zA-Z0-9_:]*|\S`)
+
+// keywords are PromQL words that are neither functions nor metric names.
+var keywords = map[string]bool{
+	"sum": true, "min": true, "max": true, "avg": true, "group": true, "stddev": true, "stdvar": true,
+	"count": true, "count_values": true, "bottomk": true, "topk": true, "quantile": true,
+	"limitk": true, "limit_ratio": true,
+	"and": true, "or": true, "unless": true, "bool": true, "offset": true, "atan2": true,
+	"by": true, "without": true, "on": true, "ignoring": true, "group_left": true, "group_right": true,
+	"inf": true, "nan": true, "Inf": true, "NaN": true,
+}
+
+// labelLists are the keywords followed by a parenthesised list of labels.
+var labelLists = map[string]bool{
+	"by": true, "without": true, "on": true, "ignoring": true, "group_left": true, "group_right": true,
+}
+
+// ExprMetricNames returns the metric names a PromQL expression selects, in
+// order of appearance: the identifiers that are not functions, keywords,
+// label names (inside {...} or after by, without, on, ignoring, group_left,
+// group_right) nor inside a range [...]. Unbalanced brackets are an error.
+func ExprMetricNames(expr string) ([]string, error) {
+	tokens := promqlToken.FindAllString(expr, -1)
+	var names []string
+	for i := 0; i < len(tokens); i++ {
+		tok := tokens[i]
+		switch {
+		case tok == "{" || tok == "[":
+			end, err := closing(tokens, i)
+			if err != nil {
+				return nil, fmt.Errorf("%w in %q", err, expr)
+			}
+			i = end
+		case labelLists[tok] && i+1 < len(tokens) && tokens[i+1] == "(":
+			end, err := closing(tokens, i+1)
+			if err != nil {
+				return nil, fmt.Errorf("%w in %q", err, expr)
+			}
+			i = end
+		case !isIdentifier(tok) || keywords[tok]:
+		case i+1 < len(tokens) && tokens[i+1] == "(":
+			// A function call.
+		default:
+			names = append(names, tok)
+		}
+	}
+	return names, nil
+}
+
+// closing returns the index of the bracket that closes tokens[open].
+func closing(tokens []string, open int) (int, error) {
+	pairs := map[string]string{"{": "}", "[": "]", "(": ")"}
+	want := pairs[tokens[open]]
+	depth := 0
+	for i := open; i < len(tokens); i++ {
+		switch tokens[i] {
+		case tokens[open]:
+			depth++
+		case want:
+			depth--
+			if depth == 0 {
+				return i, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("unclosed %q", tokens[open])
+}
+
+func isIdentifier(tok string) bool {
+	c := tok[0]
+	return c == '_' || c == ':' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
+}
+
+// PrometheusName is the name contrib's prometheus exporter (v0.165.1, default
+// translation strategy UnderscoreEscapingWithSuffixes) gives an OTLP metric
+// of the connector: characters outside [a-zA-Z0-9_:] become _, the unit "s"
+// appends _seconds, a unit in braces ({call}) appends nothing, and a
+// monotonic sum (a counter) appends _total. It covers the connector's units,
+// not every unit of the translator.
+func PrometheusName(name, unit string, counter bool) string {
+	var b strings.Builder
+	for _, r := range name {
+		if r == '_' || r == ':' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9') {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	if unit == "s" {
+		b.WriteString("_seconds")
+	}
+	if counter {
+		b.WriteString("_total")
+	}
+	return b.String()
+}
