@@ -1,0 +1,80 @@
+// Command demo runs streamstall end to end on one machine with no outside
+// service: fakellm (a scripted LLM upstream with realistic stalls), the
+// ocb-built collector with sse_capture -> stall -> stall_metrics, real
+// clients (the official openai-go and anthropic SDKs through the proxy, the
+// hedging client beside it), and prints what the collector derived.
+// `make run` builds everything and starts it; `make run JAEGER=1` adds Jaeger.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+type options struct {
+	otelcol, fakellm, jaeger string
+	streams, concurrency     int
+	timeFactor               float64
+	seed                     uint64
+	hold                     bool
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.otelcol, "otelcol", "_build/otelcol-streamstall", "path of the ocb-built collector")
+	flag.StringVar(&o.fakellm, "fakellm", "_build/fakellm", "path of the fakellm program")
+	flag.StringVar(&o.jaeger, "jaeger", "", "path of a Jaeger v2 binary; empty: run without Jaeger")
+	flag.IntVar(&o.streams, "streams", 36, "streaming calls to send through the proxy")
+	flag.IntVar(&o.concurrency, "concurrency", 12, "calls in flight at once")
+	flag.Float64Var(&o.timeFactor, "time-factor", 0.1, "speed of fakellm's field profile (1 = real time: 55 s median stalls)")
+	flag.Uint64Var(&o.seed, "seed", 7, "seed of fakellm's profiles")
+	flag.BoolVar(&o.hold, "hold", true, "with -jaeger: keep running after the summary until Ctrl-C, so the UI can be browsed")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		if errors.Is(err, context.Canceled) {
+			fmt.Fprintln(os.Stderr, "demo: interrupted")
+			os.Exit(130)
+		}
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o options) error {
+	st, err := startStack(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer st.stop()
+
+	fmt.Printf("streamstall demo: fakellm at %s, sse_capture proxy at %s, collector logs in %s\n",
+		st.fakellmURL, st.proxyURL, st.dir)
+	calls, err := sendTraffic(ctx, st, o)
+	if err != nil {
+		return err
+	}
+	spans, metrics, err := st.collect(ctx, calls)
+	if err != nil {
+		return err
+	}
+	printSummary(os.Stdout, spans, metrics)
+	if st.jaeger == nil {
+		return nil
+	}
+	fmt.Printf("\nJaeger UI: %s/search?service=%s  (try tags llm.hedge.loser=true or llm.stream.stall_count=2)\n",
+		st.jaeger.QueryURL, proxyService)
+	if !o.hold {
+		return nil
+	}
+	fmt.Println("Press Ctrl-C to stop.")
+	<-ctx.Done()
+	return nil
+}
