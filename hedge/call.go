@@ -210,6 +210,11 @@ func (c *Call) apply() {
 			c.launch(act.Attempt)
 		case hedgecore.Cancel:
 			c.live[act.Attempt].cancel()
+			if !c.race.Done() {
+				// A loser's span ends when it is dropped; at the end of the
+				// call, finish settles who stands for it.
+				c.endAttempt(act.Attempt, false, c.now())
+			}
 		}
 	}
 	if c.race.Done() && !c.finished {

@@ -150,6 +150,8 @@ func TestTelemetryThroughStallProcessor(t *testing.T) {
 		return v.Str()
 	}())
 	assert.Equal(t, ptrace.StatusCodeUnset, loser.Status().Code(), "losing is not an error")
+	assert.Equal(t, 150*time.Millisecond, loser.EndTimestamp().AsTime().Sub(loser.StartTimestamp().AsTime()),
+		"the loser's span ends when it is dropped, at commit")
 	// The call span is the parent of both and carries no chunk and no hedge
 	// attribute, so that it is never counted as one more streaming call.
 	for _, s := range stubs {
