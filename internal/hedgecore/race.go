@@ -279,6 +279,7 @@ func (r *Race) Advance(now int64) {
 	}
 	if !r.buffered {
 		if r.p.stallTimeout > 0 && now-r.lastDelivered >= r.p.stallTimeout {
+			r.p.budget.Failure()
 			r.finish(r.committed, ErrStalled)
 			return
 		}

@@ -152,7 +152,8 @@ func TestRaceFatalErrorEndsCall(t *testing.T) {
 }
 
 func TestRaceWatchdogIgnoresKeepalivesAndEndsStreamingCall(t *testing.T) {
-	r := newRace(testPolicy(t, stallTimeout(time.Second)), false)
+	p := testPolicy(t, stallTimeout(time.Second), budget(10, 0.1))
+	r := newRace(p, false)
 	r.Start(0)
 	r.Content(0, 50*ms, true)
 	r.Content(0, 60*ms, true)
@@ -164,6 +165,7 @@ func TestRaceWatchdogIgnoresKeepalivesAndEndsStreamingCall(t *testing.T) {
 	assert.True(t, r.done)
 	assert.ErrorIs(t, r.err, ErrStalled)
 	assert.Equal(t, 0, r.errFrom)
+	assert.InDelta(t, 9, p.Budget().Level(), 1e-9, "a stall is a failure")
 }
 
 func TestRaceBufferedStallAfterFirstToCompleteWins(t *testing.T) {
