@@ -118,13 +118,15 @@ func (c *stallMetrics) recordAttempt(attrs pcommon.Map, loser bool) {
 func (c *stallMetrics) recordGapsAndStalls(span ptrace.Span, chunkCount int, dims []aggregate.Attribute) int {
 	c.chunkTimes = c.chunkTimes[:0]
 	for _, ev := range span.Events().All() {
-		if c.chunkNames[ev.Name()] {
-			c.chunkTimes = append(c.chunkTimes, int64(ev.Timestamp()))
+		// A timestamp past 2262 (above MaxInt64) is not a time: leaving it
+		// out makes the count differ, so the events are not used.
+		if ts := ev.Timestamp(); c.chunkNames[ev.Name()] && ts <= math.MaxInt64 {
+			c.chunkTimes = append(c.chunkTimes, int64(ts))
 		}
 	}
 	times := figures.PrepareChunkTimes(c.chunkTimes)
 	if len(times) != chunkCount {
-		return c.recordStallEvents(span, dims)
+		return c.recordStallEvents(span, chunkCount, dims)
 	}
 	// Gaps and derived stalls are valid durations by construction (sorted
 	// nanoseconds): each metric's point is looked up once per span.
@@ -134,7 +136,7 @@ func (c *stallMetrics) recordGapsAndStalls(span ptrace.Span, chunkCount int, dim
 	}
 	thresholdMs, ok := number(span.Attributes(), semconv.AttrStallThresholdMs)
 	if !ok || thresholdMs < 0 {
-		return c.recordStallEvents(span, dims)
+		return c.recordStallEvents(span, chunkCount, dims)
 	}
 	f := figures.Derive(int64(span.StartTimestamp()), times, int64(math.Round(thresholdMs*1e6)), c.stalls)
 	c.stalls = f.Stalls
@@ -151,14 +153,15 @@ func (c *stallMetrics) recordGapsAndStalls(span ptrace.Span, chunkCount int, dim
 // events. The processor writes at most max_stall_events of them; the stalls
 // beyond (llm.stream.stall_count minus the events) are recorded at their mean
 // duration, (llm.stream.stall_ms minus the events' durations) / their number,
-// so that the histogram's count and sum stay exact.
-func (c *stallMetrics) recordStallEvents(span ptrace.Span, dims []aggregate.Attribute) int {
+// so that the histogram's count and sum stay exact. A stall count above the
+// number of gaps (chunk_count - 1) is not a processor's and is not trusted.
+func (c *stallMetrics) recordStallEvents(span ptrace.Span, chunkCount int, dims []aggregate.Attribute) int {
 	recorded, sumMs := 0, 0.0
 	for _, ev := range span.Events().All() {
 		if ev.Name() != semconv.EventStall {
 			continue
 		}
-		if ms, ok := number(ev.Attributes(), semconv.AttrStallEventDurationMs); ok {
+		if ms, ok := number(ev.Attributes(), semconv.AttrStallEventDurationMs); ok && expohisto.Valid(ms/1e3) {
 			c.record(c.metrics.stall, dims, ms/1e3, semconv.AttrStallEventDurationMs, span)
 			recorded++
 			sumMs += ms
@@ -167,14 +170,15 @@ func (c *stallMetrics) recordStallEvents(span ptrace.Span, dims []aggregate.Attr
 	attrs := span.Attributes()
 	count, okCount := number(attrs, semconv.AttrStallCount)
 	totalMs, okTotal := number(attrs, semconv.AttrStallMs)
-	missing := int(count) - recorded
-	if !okCount || !okTotal || missing <= 0 || totalMs <= sumMs {
+	if !okCount || !okTotal || count > float64(chunkCount-1) || count <= float64(recorded) || totalMs <= sumMs {
 		return recorded
 	}
+	missing := int(count) - recorded
 	mean := (totalMs - sumMs) / float64(missing) / 1e3
-	for range missing {
-		c.record(c.metrics.stall, dims, mean, semconv.AttrStallMs, span)
+	if !expohisto.Valid(mean) {
+		return recorded
 	}
+	_ = c.metrics.stall.Point(dims).Value.RecordN(mean, uint64(missing))
 	return recorded + missing
 }
 

@@ -90,20 +90,27 @@ func (h *Histogram) setMapping(m *Mapping, positive *store.DenseStore) {
 
 // Record adds one value. Invalid values are refused with ErrInvalidValue and
 // leave the histogram unchanged.
-func (h *Histogram) Record(v float64) error {
+func (h *Histogram) Record(v float64) error { return h.RecordN(v, 1) }
+
+// RecordN adds n times the same value at the cost of one. Invalid values are
+// refused with ErrInvalidValue and leave the histogram unchanged.
+func (h *Histogram) RecordN(v float64, n uint64) error {
 	if !Valid(v) {
 		return fmt.Errorf("%w: %v", ErrInvalidValue, v)
+	}
+	if n == 0 {
+		return nil
 	}
 	if h.count == 0 {
 		h.min, h.max = v, v
 	} else {
 		h.min, h.max = min(h.min, v), max(h.max, v)
 	}
-	h.count++
-	h.sum += v
+	h.count += n
+	h.sum += v * float64(n)
 	if v <= h.mapping.MinIndexableValue() {
 		h.tinyAsZero = h.tinyAsZero || v > 0
-		return h.sketch.Add(0)
+		return h.sketch.AddWithCount(0, float64(n))
 	}
 	idx := h.mapping.Index(v)
 	if h.positive.IsEmpty() {
@@ -118,7 +125,7 @@ func (h *Histogram) Record(v float64) error {
 		}
 		h.minIndex, h.maxIndex = lo, hi
 	}
-	h.positive.Add(idx)
+	h.positive.AddWithCount(idx, float64(n))
 	return nil
 }
 

@@ -188,3 +188,28 @@ func TestEmptyHistogramExport(t *testing.T) {
 	assert.False(t, dp.HasMin())
 	assert.Zero(t, dp.Positive().BucketCounts().Len())
 }
+
+func TestRecordNIsNRecords(t *testing.T) {
+	layout, err := NewLayout(6, 16)
+	require.NoError(t, err)
+	one, many := layout.NewHistogram(), layout.NewHistogram()
+	for _, v := range []float64{0, 1.5, 0.01, 300} {
+		for range 5 {
+			require.NoError(t, one.Record(v))
+		}
+		require.NoError(t, many.RecordN(v, 5))
+	}
+	require.NoError(t, many.RecordN(7, 0))
+	assert.ErrorIs(t, many.RecordN(-1, 3), ErrInvalidValue)
+	a, b := pmetric.NewExponentialHistogramDataPoint(), pmetric.NewExponentialHistogramDataPoint()
+	one.CopyTo(a)
+	many.CopyTo(b)
+	assert.Equal(t, a.Count(), b.Count())
+	assert.InDelta(t, a.Sum(), b.Sum(), 1e-9)
+	assert.Equal(t, a.Scale(), b.Scale())
+	assert.Equal(t, a.ZeroCount(), b.ZeroCount())
+	assert.Equal(t, a.Positive().Offset(), b.Positive().Offset())
+	assert.Equal(t, a.Positive().BucketCounts().AsRaw(), b.Positive().BucketCounts().AsRaw())
+	assert.Equal(t, a.Min(), b.Min())
+	assert.Equal(t, a.Max(), b.Max())
+}
