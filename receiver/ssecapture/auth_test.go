@@ -1,0 +1,103 @@
+package ssecapture
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/open-telemetry/opentelemetry-collector-contrib/extension/bearertokenauthextension"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/config/configauth"
+	"go.opentelemetry.io/collector/config/confighttp"
+	"go.opentelemetry.io/collector/config/configopaque"
+	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/extension"
+
+	"github.com/streamstall/streamstall/internal/fakellm"
+)
+
+// hostWithExtensions is a component host that offers extensions, as the
+// collector's service does.
+type hostWithExtensions struct {
+	component.Host
+	extensions map[component.ID]component.Component
+}
+
+func (h hostWithExtensions) GetExtensions() map[component.ID]component.Component { return h.extensions }
+
+// startBearerAuth starts the contrib bearertokenauth extension expecting
+// token in header.
+func startBearerAuth(t *testing.T, header, token string) (component.ID, component.Host) {
+	t.Helper()
+	factory := bearertokenauthextension.NewFactory()
+	cfg := factory.CreateDefaultConfig().(*bearertokenauthextension.Config)
+	cfg.Header = header
+	cfg.BearerToken = configopaque.String(token)
+	id := component.NewID(factory.Type())
+	ext, err := factory.Create(context.Background(), extension.Settings{
+		ID: id, TelemetrySettings: componenttest.NewNopTelemetrySettings(), BuildInfo: component.NewDefaultBuildInfo(),
+	}, cfg)
+	require.NoError(t, err)
+	host := hostWithExtensions{Host: componenttest.NewNopHost(), extensions: map[component.ID]component.Component{id: ext}}
+	require.NoError(t, ext.Start(context.Background(), host))
+	t.Cleanup(func() { require.NoError(t, ext.Shutdown(context.Background())) })
+	return id, host
+}
+
+func authConfig(id component.ID) configoptional.Optional[confighttp.AuthConfig] {
+	return configoptional.Some(confighttp.AuthConfig{Config: configauth.Config{AuthenticatorID: id}})
+}
+
+// TestBearerTokenAuthGuardsListeners: the contrib bearertokenauth extension
+// guards either listener through the standard confighttp auth setting.
+func TestBearerTokenAuthGuardsListeners(t *testing.T) {
+	// The proxy's Authorization header carries the provider's key, so the
+	// collector's own token travels in a header of its own.
+	id, host := startBearerAuth(t, "X-Collector-Token", "collector-token")
+	fake, err := fakellm.New(fakellm.Config{TimeFactor: fastFactor, Chunks: 4})
+	require.NoError(t, err)
+	log := &upstreamLog{next: fake}
+	upstream := httptest.NewServer(log)
+	t.Cleanup(upstream.Close)
+
+	cfg := NewFactory().CreateDefaultConfig().(*Config)
+	p := cfg.Proxy.GetOrInsertDefault()
+	p.NetAddr.Endpoint = "127.0.0.1:0"
+	p.Upstream.Endpoint = upstream.URL
+	p.Auth = authConfig(id)
+	i := cfg.Ingest.GetOrInsertDefault()
+	i.NetAddr.Endpoint = "127.0.0.1:0"
+	i.Auth = authConfig(id)
+	sink := new(consumertest.TracesSink)
+	rcv := startReceiver(t, cfg, sink, host, nil)
+	proxyURL := "http://" + rcv.addrs["proxy"].String() + shapes[0].path
+	ingestURL := "http://" + rcv.addrs["ingest"].String() + ingestPath
+	record := `{"name":"chat x","start_time_unix_nano":1790000000000000000,"chunk_offsets_ms":[1,2]}`
+	client := testClient(t)
+
+	for _, tc := range []struct {
+		name, url, body string
+		header          http.Header
+		want            int
+	}{
+		{"proxy without token", proxyURL, shapes[0].body, nil, http.StatusUnauthorized},
+		{"proxy with a wrong token", proxyURL, shapes[0].body, http.Header{"X-Collector-Token": {"Bearer nope"}}, http.StatusUnauthorized},
+		{"proxy with the token", proxyURL, shapes[0].body, http.Header{"X-Collector-Token": {"Bearer collector-token"}}, http.StatusOK},
+		{"ingest without token", ingestURL, record, nil, http.StatusUnauthorized},
+		{"ingest with the token", ingestURL, record, http.Header{"X-Collector-Token": {"Bearer collector-token"}}, http.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, body := post(t, client, tc.url, tc.body, tc.header)
+			assert.Equal(t, tc.want, resp.StatusCode, string(body))
+		})
+	}
+	assert.Equal(t, 1, log.count(), "only the authenticated proxy request reached the upstream")
+	require.Eventually(t, func() bool { return sink.SpanCount() == 2 }, 5*time.Second, 5*time.Millisecond,
+		"one proxy span and one ingested span")
+}

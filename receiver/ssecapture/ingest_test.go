@@ -1,0 +1,142 @@
+package ssecapture
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/consumer/consumererror"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+)
+
+func startIngest(t *testing.T, next consumer.Traces, tune func(*IngestConfig)) string {
+	t.Helper()
+	cfg := NewFactory().CreateDefaultConfig().(*Config)
+	i := cfg.Ingest.GetOrInsertDefault()
+	i.NetAddr.Endpoint = "127.0.0.1:0"
+	if tune != nil {
+		tune(i)
+	}
+	require.NoError(t, cfg.Validate())
+	rcv := startReceiver(t, cfg, next, newMdatagenNopHost(), nil)
+	return "http://" + rcv.addrs["ingest"].String()
+}
+
+type ingestReply struct {
+	Accepted int    `json:"accepted"`
+	Error    string `json:"error"`
+	Record   *int   `json:"record"`
+	Field    string `json:"field"`
+}
+
+func postIngest(t *testing.T, url, contentType string, body []byte, header http.Header) (*http.Response, ingestReply) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(testContext(t), http.MethodPost, url, bytes.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", contentType)
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	resp, err := testClient(t).Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	var reply ingestReply
+	require.NoError(t, json.Unmarshal(raw, &reply), string(raw))
+	assert.Equal(t, "application/json", resp.Header.Get("Content-Type"))
+	return resp, reply
+}
+
+const okRecord = `{"name":"chat gpt-4o","start_time_unix_nano":"1790000000000000000","chunk_offsets_ms":[100,150.5,3200]}`
+
+func TestIngestHTTP(t *testing.T) {
+	sink := new(consumertest.TracesSink)
+	base := startIngest(t, sink, func(i *IngestConfig) {
+		i.MaxRequestBody = 2048
+		i.MaxRecords = 3
+		i.MaxChunksPerRecord = 4
+	})
+	url := base + ingestPath
+
+	resp, reply := postIngest(t, url, "application/json", []byte(okRecord), nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode, reply.Error)
+	assert.Equal(t, 1, reply.Accepted)
+	assert.Equal(t, 1, sink.SpanCount(), "delivered before the response")
+
+	resp, reply = postIngest(t, url, "application/json", []byte("["+okRecord+","+okRecord+"]"), nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode, reply.Error)
+	assert.Equal(t, 2, reply.Accepted)
+
+	resp, reply = postIngest(t, url, "application/x-ndjson", []byte(okRecord+"\n"+okRecord+"\n"+okRecord+"\n"), nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode, reply.Error)
+	assert.Equal(t, 3, reply.Accepted)
+	assert.Equal(t, 6, sink.SpanCount())
+
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, _ = zw.Write([]byte(okRecord))
+	require.NoError(t, zw.Close())
+	resp, reply = postIngest(t, url, "application/json", gz.Bytes(), http.Header{"Content-Encoding": {"gzip"}})
+	require.Equal(t, http.StatusOK, resp.StatusCode, reply.Error)
+	assert.Equal(t, 7, sink.SpanCount())
+
+	// All or nothing: the second record is bad, nothing is taken.
+	resp, reply = postIngest(t, url, "application/x-ndjson", []byte(okRecord+"\n"+`{"name":"x","start_time_unix_nano":1,"span_id":"xyz"}`), nil)
+	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	require.NotNil(t, reply.Record)
+	assert.Equal(t, 1, *reply.Record)
+	assert.Equal(t, "span_id", reply.Field)
+	assert.Contains(t, reply.Error, "hex digits")
+	assert.Equal(t, 7, sink.SpanCount(), "nothing half-ingested")
+
+	resp, reply = postIngest(t, url, "application/json", []byte(strings.Repeat(okRecord+"\n", 4)), nil)
+	assert.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, "max_records")
+	assert.Contains(t, reply.Error, "more than 3 records")
+
+	resp, reply = postIngest(t, url, "application/json", []byte(`{"name":"a","start_time_unix_nano":1,"chunk_offsets_ms":[1,2,3,4,5]}`), nil)
+	assert.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, "max_chunks_per_record")
+	assert.Equal(t, "chunk_offsets_ms", reply.Field)
+
+	resp, reply = postIngest(t, url, "application/json", []byte(`{"name":"`+strings.Repeat("x", 3000)+`"}`), nil)
+	assert.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, "max_request_body")
+	assert.Contains(t, reply.Error, "2048 bytes")
+	assert.Nil(t, reply.Record)
+
+	resp, _ = postIngest(t, base+"/v1/other", "application/json", []byte(okRecord), nil)
+	assert.Equal(t, http.StatusNotFound, resp.StatusCode)
+
+	req, err := http.NewRequestWithContext(testContext(t), http.MethodGet, url, nil)
+	require.NoError(t, err)
+	getResp, err := testClient(t).Do(req)
+	require.NoError(t, err)
+	_ = getResp.Body.Close()
+	assert.Equal(t, http.StatusMethodNotAllowed, getResp.StatusCode)
+	assert.Equal(t, http.MethodPost, getResp.Header.Get("Allow"))
+	assert.Equal(t, 7, sink.SpanCount())
+}
+
+func TestIngestPipelineRefuses(t *testing.T) {
+	t.Run("transient", func(t *testing.T) {
+		url := startIngest(t, consumertest.NewErr(errors.New("queue full")), nil) + ingestPath
+		resp, reply := postIngest(t, url, "application/json", []byte(okRecord), nil)
+		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+		assert.Equal(t, "1", resp.Header.Get("Retry-After"))
+		assert.Contains(t, reply.Error, "retry")
+	})
+	t.Run("permanent", func(t *testing.T) {
+		url := startIngest(t, consumertest.NewErr(consumererror.NewPermanent(errors.New("bad data"))), nil) + ingestPath
+		resp, reply := postIngest(t, url, "application/json", []byte(okRecord), nil)
+		assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
+		assert.Empty(t, resp.Header.Get("Retry-After"))
+		assert.Contains(t, reply.Error, "bad data")
+	})
+}
