@@ -15,8 +15,9 @@ import (
 
 // Shared read-only attribute values, so that recording allocates nothing.
 var (
-	loserValue   = pcommon.NewValueStr(semconv.HedgeOutcomeLoser)
-	stalledValue = map[bool]pcommon.Value{true: pcommon.NewValueBool(true), false: pcommon.NewValueBool(false)}
+	loserValue      = pcommon.NewValueStr(semconv.HedgeOutcomeLoser)
+	stalledValue    = pcommon.NewValueBool(true)
+	notStalledValue = pcommon.NewValueBool(false)
 )
 
 // recordSpan records one span. Callers hold mu.
@@ -27,7 +28,7 @@ var (
 // come from the processor's attributes; its per-gap and per-stall figures
 // from its chunk events through figures.Derive when the events are still on
 // the span, else from the processor's llm.stream.stall events (see
-// recordStalls). Losers stop before the streaming metrics unless losers is
+// recordGapsAndStalls). Losers stop before the streaming metrics unless losers is
 // "separate".
 func (c *stallMetrics) recordSpan(res pcommon.Map, span ptrace.Span) {
 	attrs := span.Attributes()
@@ -64,7 +65,11 @@ func (c *stallMetrics) recordSpan(res pcommon.Map, span ptrace.Span) {
 	if n, ok := number(attrs, semconv.AttrStallCount); ok && n > 0 {
 		stalled = true
 	}
-	c.attrs = append(c.attrs, aggregate.Attribute{Name: semconv.AttrStalled, Value: stalledValue[stalled], Present: true})
+	stalledAttr := aggregate.Attribute{Name: semconv.AttrStalled, Value: notStalledValue, Present: true}
+	if stalled {
+		stalledAttr.Value = stalledValue
+	}
+	c.attrs = append(c.attrs, stalledAttr)
 	*c.metrics.calls.Point(c.attrs).Value++
 }
 
