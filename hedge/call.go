@@ -245,7 +245,7 @@ func (c *Call) read(ctx context.Context, i int, src Source, req *Request) {
 		c.send(ctx, attemptEvent{attempt: i, at: c.now(), err: err})
 		return
 	}
-	defer st.Close()
+	defer func() { _ = st.Close() }()
 	for {
 		ev, err := st.Recv()
 		if errors.Is(err, io.EOF) {

@@ -247,7 +247,7 @@ func (h *Hedger) Complete(ctx context.Context, req Request) (Result, error) {
 		return Result{}, errNoMessages
 	}
 	c := h.start(ctx, req, true)
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	for c.Next() {
 	}
 	if err := c.Err(); err != nil {

@@ -62,7 +62,7 @@ func (s *sdkSource) Open(ctx context.Context, req *Request) (Stream, error) {
 	if st.s.Next() {
 		st.pending = true
 	} else if err := st.s.Err(); err != nil {
-		st.s.Close()
+		_ = st.s.Close()
 		return nil, s.mapError(err)
 	}
 	return st, nil

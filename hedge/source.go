@@ -104,7 +104,7 @@ func (s *httpSource) Open(ctx context.Context, req *Request) (Stream, error) {
 	}
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		return nil, &StatusError{Source: s.e.Name, StatusCode: resp.StatusCode, Body: string(msg)}
 	}
 	r := sse.NewReader(resp.Body)

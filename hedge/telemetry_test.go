@@ -74,7 +74,7 @@ func putAttributes(m pcommon.Map, kvs []attribute.KeyValue) {
 				s.AppendEmpty().SetStr(v)
 			}
 		default:
-			m.PutStr(k, kv.Value.Emit())
+			m.PutStr(k, kv.Value.String())
 		}
 	}
 }

@@ -23,17 +23,34 @@ func main() {
 		fmt.Fprintln(os.Stderr, "hedgesim: -calls must be at least 1")
 		os.Exit(2)
 	}
-	report(os.Stdout, *calls, *seed)
+	if err := report(os.Stdout, *calls, *seed); err != nil {
+		fmt.Fprintln(os.Stderr, "hedgesim:", err)
+		os.Exit(1)
+	}
+}
+
+// printer writes formatted text and keeps the first error.
+type printer struct {
+	w   io.Writer
+	err error
+}
+
+func (p *printer) printf(format string, args ...any) {
+	if p.err == nil {
+		_, p.err = fmt.Fprintf(p.w, format, args...)
+	}
 }
 
 // report prints every table.
-func report(w io.Writer, calls int, seed uint64) {
-	fmt.Fprintf(w, "## %s\n\n", w1.name)
+func report(out io.Writer, calls int, seed uint64) error {
+	w := &printer{w: out}
+	w.printf("## %s\n\n", w1.name)
 	printTable(w, runPolicies(w1, policiesW1(), calls, seed), time.Second, "s")
-	fmt.Fprintf(w, "\n## %s\n\n", w2.name)
+	w.printf("\n## %s\n\n", w2.name)
 	printTable(w, runPolicies(w2, policiesW2(), calls, seed), time.Millisecond, "ms")
-	fmt.Fprintf(w, "\n### W2: streamstall streaming, p99 against extra attempts by budget (tokenRatio)\n\n")
+	w.printf("\n### W2: streamstall streaming, p99 against extra attempts by budget (tokenRatio)\n\n")
 	printCurve(w, budgetCurve(calls, seed))
+	return w.err
 }
 
 type row struct {
@@ -49,12 +66,12 @@ func runPolicies(w workload, specs []policySpec, calls int, seed uint64) []row {
 	return rows
 }
 
-func printTable(w io.Writer, rows []row, unit time.Duration, unitName string) {
-	fmt.Fprintf(w, "| policy | p50 (%[1]s) | p95 (%[1]s) | p99 (%[1]s) | p99.9 (%[1]s) | extra attempts | wasted tokens / call | failed calls |\n", unitName)
-	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+func printTable(w *printer, rows []row, unit time.Duration, unitName string) {
+	w.printf("| policy | p50 (%[1]s) | p95 (%[1]s) | p99 (%[1]s) | p99.9 (%[1]s) | extra attempts | wasted tokens / call | failed calls |\n", unitName)
+	w.printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	u := float64(unit)
 	for _, r := range rows {
-		fmt.Fprintf(w, "| %s | %.1f | %.1f | %.1f | %.1f | %.1f %% | %.1f | %d |\n", r.name,
+		w.printf("| %s | %.1f | %.1f | %.1f | %.1f | %.1f %% | %.1f | %d |\n", r.name,
 			r.st.quantile(0.5)/u, r.st.quantile(0.95)/u, r.st.quantile(0.99)/u, r.st.quantile(0.999)/u,
 			r.st.extraPct(), r.st.wastedPerCall(), r.st.failed)
 	}
@@ -75,11 +92,11 @@ func budgetCurve(calls int, seed uint64) []curvePoint {
 	return pts
 }
 
-func printCurve(w io.Writer, pts []curvePoint) {
-	fmt.Fprintln(w, "| budget (tokenRatio) | p50 (ms) | p99 (ms) | p99.9 (ms) | extra attempts |")
-	fmt.Fprintln(w, "| ---: | ---: | ---: | ---: | ---: |")
+func printCurve(w *printer, pts []curvePoint) {
+	w.printf("| budget (tokenRatio) | p50 (ms) | p99 (ms) | p99.9 (ms) | extra attempts |\n")
+	w.printf("| ---: | ---: | ---: | ---: | ---: |\n")
 	for _, p := range pts {
-		fmt.Fprintf(w, "| %.0f %% | %.1f | %.1f | %.1f | %.1f %% |\n", 100*p.ratio,
+		w.printf("| %.0f %% | %.1f | %.1f | %.1f | %.1f %% |\n", 100*p.ratio,
 			p.st.quantile(0.5)/1e6, p.st.quantile(0.99)/1e6, p.st.quantile(0.999)/1e6, p.st.extraPct())
 	}
 }

@@ -29,8 +29,8 @@ func TestSimulationIsDeterministicBySeed(t *testing.T) {
 	assert.NotEqual(t, a.completions, c.completions)
 
 	var out1, out2 bytes.Buffer
-	report(&out1, 100, 3)
-	report(&out2, 100, 3)
+	require.NoError(t, report(&out1, 100, 3))
+	require.NoError(t, report(&out2, 100, 3))
 	assert.Equal(t, out1.String(), out2.String())
 }
 
@@ -86,7 +86,7 @@ func TestBudgetCurveIsBoundedByTheBudget(t *testing.T) {
 
 func TestReportHasEveryPolicy(t *testing.T) {
 	var out bytes.Buffer
-	report(&out, 200, 1)
+	require.NoError(t, report(&out, 200, 1))
 	for _, name := range []string{nameNoHedge, nameTTFTOnly, nameWatchdog120, nameWatchdog300, nameStreaming, nameBuffered, nameContinue} {
 		assert.Equal(t, 2, strings.Count(out.String(), "| "+name+" |"), name)
 	}

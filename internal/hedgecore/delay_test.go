@@ -93,7 +93,7 @@ func TestBudgetRetryThrottlingArithmetic(t *testing.T) {
 }
 
 func TestBudgetDisabled(t *testing.T) {
-	var b *Budget = NewBudget(0, 0.1)
+	b := NewBudget(0, 0.1)
 	assert.Nil(t, b)
 	assert.True(t, b.Allow())
 	b.Failure()
