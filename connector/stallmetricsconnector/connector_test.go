@@ -2,6 +2,7 @@ package stallmetricsconnector
 
 import (
 	"context"
+	"errors"
 	"math"
 	"sync"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
@@ -427,4 +429,15 @@ func TestShutdownWithoutStart(t *testing.T) {
 	require.NoError(t, p.connector.Shutdown(context.Background()))
 	require.NoError(t, p.connector.Start(context.Background(), componenttest.NewNopHost()))
 	require.NoError(t, p.connector.Shutdown(context.Background()))
+}
+
+func TestExportErrorIsReturnedByShutdown(t *testing.T) {
+	p := newPipeline(t, defaultConfig(), nil)
+	refused := errors.New("pipeline full")
+	p.connector.next = consumertest.NewErr(refused)
+	p.start()
+	p.consume(workedExample)
+	err := p.connector.Shutdown(context.Background())
+	require.ErrorIs(t, err, refused)
+	assert.ErrorContains(t, err, "export stall metrics")
 }
