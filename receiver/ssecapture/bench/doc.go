@@ -1,0 +1,11 @@
+// Package bench measures what the sse_capture proxy costs a stream
+// (issue 3, item 8). It has no code of its own: run its benchmarks with
+//
+//	go test -run '^$' -bench . -benchtime 1x ./receiver/ssecapture/bench/
+//
+// BenchmarkChunkLatency streams the same scripted answers from fakellm
+// directly, through sse_capture and through nginx (proxy_buffering off), and
+// reports the latency each adds per chunk (p50, p99) and the CPU it spends
+// per chunk. BenchmarkConcurrentStreams runs 1,000 simultaneous streams
+// through sse_capture. BenchmarkIngest posts records to the ingest endpoint.
+package bench

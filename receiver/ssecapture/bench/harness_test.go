@@ -1,0 +1,395 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/receiver"
+	"go.opentelemetry.io/collector/receiver/receivertest"
+
+	"github.com/streamstall/streamstall/internal/fakellm"
+	"github.com/streamstall/streamstall/internal/llmstream"
+	"github.com/streamstall/streamstall/internal/sse"
+	"github.com/streamstall/streamstall/receiver/ssecapture"
+)
+
+const chatBody = `{"model":"gpt-4o","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"benchmark"}]}`
+
+// freeAddr returns a loopback address that was free a moment ago.
+func freeAddr(tb testing.TB) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	return addr
+}
+
+// startFakeLLM serves fakellm on loopback.
+func startFakeLLM(tb testing.TB) (*fakellm.Server, string) {
+	tb.Helper()
+	fake, err := fakellm.New(fakellm.Config{Seed: 1, DiscardBodies: true})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	srv := &http.Server{Handler: fake, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	tb.Cleanup(func() { _ = srv.Close() })
+	return fake, "http://" + ln.Addr().String()
+}
+
+// startProxy starts an sse_capture receiver with a proxy in front of
+// upstream (and an ingest listener), delivering spans to next.
+func startProxy(tb testing.TB, upstream string, next consumer.Traces) (proxyURL, ingestURL string) {
+	tb.Helper()
+	factory := ssecapture.NewFactory()
+	cfg := factory.CreateDefaultConfig().(*ssecapture.Config)
+	p := cfg.Proxy.GetOrInsertDefault()
+	p.NetAddr.Endpoint = freeAddr(tb)
+	p.Upstream.Endpoint = upstream
+	p.QueueSize = 10000
+	i := cfg.Ingest.GetOrInsertDefault()
+	i.NetAddr.Endpoint = freeAddr(tb)
+	if err := cfg.Validate(); err != nil {
+		tb.Fatal(err)
+	}
+	var r receiver.Traces
+	r, err := factory.CreateTraces(context.Background(), receivertest.NewNopSettings(factory.Type()), cfg, next)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := r.Start(context.Background(), componenttest.NewNopHost()); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = r.Shutdown(context.Background()) })
+	return "http://" + p.NetAddr.Endpoint, "http://" + i.NetAddr.Endpoint
+}
+
+// proxyProcess is a proxy running in a process of its own, as it would in
+// production: it does not share a Go scheduler with the load generator, and
+// its CPU time can be read from /proc.
+type proxyProcess struct {
+	url string
+	cmd *exec.Cmd
+}
+
+const childEnv = "SSE_CAPTURE_BENCH_CHILD"
+
+// startCaptureProcess runs sse_capture in a child process (this test binary,
+// re-executed: see TestMain) in front of upstream.
+func startCaptureProcess(tb testing.TB, upstream string) *proxyProcess {
+	tb.Helper()
+	addr := freeAddr(tb)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+upstream+" "+addr)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		_ = stdin.Close() // the child shuts down when its stdin closes
+		_ = cmd.Wait()
+	})
+	waitListening(tb, addr, func() string { return stderr.String() })
+	return &proxyProcess{url: "http://" + addr, cmd: cmd}
+}
+
+// runCaptureChild is the child side of startCaptureProcess.
+func runCaptureChild(spec string) int {
+	upstream, addr, _ := strings.Cut(spec, " ")
+	factory := ssecapture.NewFactory()
+	cfg := factory.CreateDefaultConfig().(*ssecapture.Config)
+	p := cfg.Proxy.GetOrInsertDefault()
+	p.NetAddr.Endpoint = addr
+	p.Upstream.Endpoint = upstream
+	r, err := factory.CreateTraces(context.Background(), receivertest.NewNopSettings(factory.Type()), cfg, consumertest.NewNop())
+	if err == nil {
+		err = r.Start(context.Background(), componenttest.NewNopHost())
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	// SSE_CAPTURE_BENCH_CPUPROFILE=file profiles the proxy process alone.
+	if path := os.Getenv("SSE_CAPTURE_BENCH_CPUPROFILE"); path != "" {
+		if f, err := os.Create(path); err == nil {
+			_ = pprof.StartCPUProfile(f)
+			defer func() { pprof.StopCPUProfile(); _ = f.Close() }()
+		}
+	}
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	_ = r.Shutdown(context.Background())
+	return 0
+}
+
+func waitListening(tb testing.TB, addr string, diag func() string) {
+	tb.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			_ = c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("proxy on %s did not start: %v\n%s", addr, err, diag())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// findNginx looks in PATH and in the sbin directories Debian installs to.
+func findNginx() (string, bool) {
+	if bin, err := exec.LookPath("nginx"); err == nil {
+		return bin, true
+	}
+	for _, p := range []string{"/usr/sbin/nginx", "/usr/local/sbin/nginx"} {
+		if _, err := os.Stat(p); err == nil {
+			return p, true
+		}
+	}
+	return "", false
+}
+
+// startNginx runs Debian's nginx with proxy_buffering off in front of
+// upstream, as one process (master_process off, one worker's work).
+func startNginx(tb testing.TB, bin, upstream string) *proxyProcess {
+	tb.Helper()
+	dir := tb.TempDir()
+	addr := freeAddr(tb)
+	conf := fmt.Sprintf(`daemon off;
+master_process off;
+worker_processes 1;
+pid %[1]s/nginx.pid;
+error_log %[1]s/error.log warn;
+events { worker_connections 8192; }
+http {
+  access_log off;
+  client_body_temp_path %[1]s/body;
+  proxy_temp_path %[1]s/proxy;
+  fastcgi_temp_path %[1]s/fastcgi;
+  uwsgi_temp_path %[1]s/uwsgi;
+  scgi_temp_path %[1]s/scgi;
+  upstream fakellm { server %[2]s; keepalive 256; }
+  server {
+    listen %[3]s;
+    location / {
+      proxy_pass http://fakellm;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_buffering off;
+      proxy_request_buffering off;
+      proxy_read_timeout 300s;
+    }
+  }
+}
+`, dir, strings.TrimPrefix(upstream, "http://"), addr)
+	confPath := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-p", dir, "-c", confPath, "-e", filepath.Join(dir, "error.log"))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	})
+	waitListening(tb, addr, func() string {
+		log, _ := os.ReadFile(filepath.Join(dir, "error.log"))
+		return stderr.String() + string(log)
+	})
+	return &proxyProcess{url: "http://" + addr, cmd: cmd}
+}
+
+// cpuTime returns the user+system CPU time of the process so far, from /proc.
+func (n *proxyProcess) cpuTime() time.Duration {
+	if n == nil {
+		return 0
+	}
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", n.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name (which may hold spaces) start after ")".
+	fields := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+2:]))
+	utime, _ := strconv.ParseInt(fields[11], 10, 64)
+	stime, _ := strconv.ParseInt(fields[12], 10, 64)
+	return time.Duration(utime+stime) * (time.Second / 100) // USER_HZ is 100 on Linux
+}
+
+// selfCPU returns the CPU time this process used so far.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// streamResult is what a client saw of one stream: the response id (to
+// find fakellm's record) and when each content chunk arrived.
+type streamResult struct {
+	responseID string
+	arrivals   []time.Time
+	err        error
+}
+
+// stream posts one chat request to base and records content chunk
+// arrivals, stamping each read the moment it returns.
+func stream(ctx context.Context, client *http.Client, base string, header http.Header) streamResult {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/chat/completions", strings.NewReader(chatBody))
+	if err != nil {
+		return streamResult{err: err}
+	}
+	req.Header = header.Clone()
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return streamResult{err: err}
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return streamResult{err: fmt.Errorf("status %d: %s", resp.StatusCode, b)}
+	}
+	var res streamResult
+	var at time.Time
+	done := false
+	p := sse.Parser{Handler: func(ev *sse.Event) {
+		f, _ := llmstream.Classify(llmstream.ShapeChatCompletions, ev)
+		if res.responseID == "" {
+			res.responseID = f.Meta.ResponseID
+		}
+		switch f.Kind {
+		case llmstream.KindContent:
+			res.arrivals = append(res.arrivals, at)
+		case llmstream.KindDone:
+			done = true
+		}
+	}}
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := resp.Body.Read(buf)
+		at = time.Now()
+		if n > 0 {
+			_ = p.Feed(buf[:n])
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			res.err = err
+			return res
+		}
+	}
+	if !done {
+		res.err = errors.New("stream ended without [DONE]")
+	}
+	return res
+}
+
+// runStreams runs total streams against base, concurrency at a time, and
+// returns every chunk's delivery latency (client arrival minus fakellm's
+// send time).
+func runStreams(ctx context.Context, fake *fakellm.Server, base string, total, concurrency int, header http.Header) ([]time.Duration, int, error) {
+	fake.Reset()
+	tr := &http.Transport{MaxIdleConnsPerHost: concurrency, MaxConnsPerHost: 0, DisableCompression: true}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	results := make([]streamResult, total)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, concurrency)
+	for i := range total {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			results[i] = stream(ctx, client, base, header)
+		})
+	}
+	wg.Wait()
+	recs, err := fake.WaitFor(ctx, total)
+	if err != nil {
+		return nil, 0, err
+	}
+	byID := make(map[string]fakellm.Request, len(recs))
+	for _, r := range recs {
+		byID[r.ResponseID] = r
+	}
+	var lat []time.Duration
+	errs := 0
+	var firstErr error
+	for _, r := range results {
+		if r.err != nil {
+			errs++
+			firstErr = cmpErr(firstErr, r.err)
+			continue
+		}
+		rec, ok := byID[r.responseID]
+		if !ok || len(rec.ChunkTimes) != len(r.arrivals) {
+			errs++
+			firstErr = cmpErr(firstErr, fmt.Errorf("stream %q: %d chunks received, %d sent", r.responseID, len(r.arrivals), len(rec.ChunkTimes)))
+			continue
+		}
+		for k, sent := range rec.ChunkTimes {
+			lat = append(lat, r.arrivals[k].Sub(sent))
+		}
+	}
+	return lat, errs, firstErr
+}
+
+func cmpErr(first, err error) error {
+	if first != nil {
+		return first
+	}
+	return err
+}
+
+func percentile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(q * float64(len(sorted)-1))
+	return sorted[i]
+}
+
+func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+func scriptHeader(tb testing.TB, s fakellm.Script) http.Header {
+	b, err := json.Marshal(s)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return http.Header{fakellm.HeaderScript: {string(b)}}
+}
