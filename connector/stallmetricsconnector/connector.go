@@ -171,14 +171,18 @@ func (c *stallMetrics) ConsumeTraces(_ context.Context, td ptrace.Traces) error 
 	return nil
 }
 
-// flush exports the current points; with delta temporality it then starts
-// a new interval. A flush with no point exports nothing.
+// flush exports the points that hold values; with delta temporality it then
+// empties them and starts a new interval. The points themselves are kept,
+// like spanmetrics' timestamp cache: a series that comes back after idle
+// intervals continues from its last export instead of looking like a reset
+// to cumulative-only consumers (the prometheus exporter drops or resets
+// misaligned deltas). A flush with no value exports nothing.
 func (c *stallMetrics) flush(ctx context.Context) error {
 	c.mu.Lock()
 	now := pcommon.NewTimestampFromTime(c.clock.Now())
 	md := c.buildMetrics(now)
 	if c.config.Temporality == TemporalityDelta {
-		c.metrics.reset()
+		c.metrics.emptyValues()
 		c.intervalStart = now
 	}
 	c.mu.Unlock()
@@ -192,18 +196,46 @@ func (c *stallMetrics) flush(ctx context.Context) error {
 	return nil
 }
 
+func (s *seriesSet) histograms() []*aggregate.Series[*expohisto.Histogram] {
+	return []*aggregate.Series[*expohisto.Histogram]{s.ttft, s.perChunk, s.generation, s.active, s.stall}
+}
+
+// reset drops every point.
 func (s *seriesSet) reset() {
-	for _, h := range []*aggregate.Series[*expohisto.Histogram]{s.ttft, s.perChunk, s.generation, s.active, s.stall} {
+	for _, h := range s.histograms() {
 		h.Reset()
 	}
 	s.calls.Reset()
 	s.attempts.Reset()
 }
 
-// pointsStart returns the temporality and start time of the points to export.
-func (c *stallMetrics) pointsStart() (pmetric.AggregationTemporality, pcommon.Timestamp) {
-	if c.config.Temporality == TemporalityDelta {
-		return pmetric.AggregationTemporalityDelta, c.intervalStart
+// emptyValues empties every point's value and keeps the point.
+func (s *seriesSet) emptyValues() {
+	for _, h := range s.histograms() {
+		h.All(func(p *aggregate.Point[*expohisto.Histogram]) { p.Value.Reset() })
 	}
-	return pmetric.AggregationTemporalityCumulative, c.start
+	s.calls.All(func(p *aggregate.Point[*int64]) { *p.Value = 0 })
+	s.attempts.All(func(p *aggregate.Point[*int64]) { *p.Value = 0 })
+}
+
+// temporality is the aggregation temporality of the exported points.
+func (c *stallMetrics) temporality() pmetric.AggregationTemporality {
+	if c.config.Temporality == TemporalityDelta {
+		return pmetric.AggregationTemporalityDelta
+	}
+	return pmetric.AggregationTemporalityCumulative
+}
+
+// pointStart is the start time of a point exported now: the connector start
+// (cumulative), else the end of the point's previous export, else the end
+// of the previous flush (delta). Callers hold mu.
+func (c *stallMetrics) pointStart(lastExport pcommon.Timestamp) pcommon.Timestamp {
+	switch {
+	case c.config.Temporality != TemporalityDelta:
+		return c.start
+	case lastExport != 0:
+		return lastExport
+	default:
+		return c.intervalStart
+	}
 }

@@ -259,6 +259,50 @@ func TestDelta(t *testing.T) {
 	assert.Equal(t, epoch.Add(30*time.Second), second.Timestamp().AsTime().UTC())
 }
 
+// TestDeltaIdleSeries: a series idle for an interval starts its next point
+// at its previous export, so that consumers that sum deltas into totals
+// (the prometheus exporter) see one uninterrupted run, and a value-less
+// point is not exported.
+func TestDeltaIdleSeries(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.Temporality = TemporalityDelta
+	p := newPipeline(t, cfg, nil)
+	p.start()
+	p.consume(workedExample) // gpt-4o
+	p.flush(15 * time.Second)
+	p.consume(oneChunk) // gpt-4o-mini only
+	p.flush(15 * time.Second)
+	p.consume(trickle) // gpt-4o again
+	p.flush(15 * time.Second)
+	all := p.sink.AllMetrics()
+	require.Len(t, all, 3)
+
+	second := all[1]
+	forMetric(second, semconv.MetricTimeToFirstChunk, func(m pmetric.Metric) {
+		require.Equal(t, 1, m.ExponentialHistogram().DataPoints().Len(), "gpt-4o had no value")
+	})
+	forMetric(second, semconv.MetricStallDuration, func(pmetric.Metric) { t.Error("no stall in the second interval") })
+
+	gpt4o := map[string]any{semconv.AttrRequestModel: "gpt-4o"}
+	third := histogramPoint(t, all[2], semconv.MetricTimeToFirstChunk, gpt4o)
+	assert.Equal(t, uint64(1), third.Count())
+	assert.Equal(t, epoch.Add(15*time.Second), third.StartTimestamp().AsTime().UTC(), "starts at its own previous export")
+	assert.Equal(t, epoch.Add(45*time.Second), third.Timestamp().AsTime().UTC())
+	calls := all[2]
+	forMetric(calls, semconv.MetricCalls, func(m pmetric.Metric) {
+		for _, dp := range m.Sum().DataPoints().All() {
+			assert.Equal(t, int64(1), dp.IntValue())
+			assert.Equal(t, epoch.Add(15*time.Second), dp.StartTimestamp().AsTime().UTC())
+		}
+	})
+	// A point new in an interval starts at the previous flush.
+	mini := histogramPoint(t, second, semconv.MetricTimeToFirstChunk, map[string]any{semconv.AttrRequestModel: "gpt-4o-mini"})
+	assert.Equal(t, epoch.Add(15*time.Second), mini.StartTimestamp().AsTime().UTC())
+	// Values were emptied after each flush: only the trickle's three gaps.
+	gaps := histogramPoint(t, all[2], semconv.MetricTimePerOutputChunk, gpt4o)
+	assert.Equal(t, uint64(3), gaps.Count())
+}
+
 func TestEmptyFlushExportsNothing(t *testing.T) {
 	for _, temporality := range []string{TemporalityCumulative, TemporalityDelta} {
 		t.Run(temporality, func(t *testing.T) {

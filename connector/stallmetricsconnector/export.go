@@ -16,15 +16,15 @@ const (
 	unitAttempt = "{attempt}"
 )
 
-// buildMetrics writes every non-empty metric, in a fixed order, into one
-// resource (the service is a data point dimension, not a resource) and one
-// scope. Callers hold mu.
+// buildMetrics writes every point holding a value, metrics in a fixed order,
+// into one resource (the service is a data point dimension, not a resource)
+// and one scope, and marks the points exported. Callers hold mu.
 func (c *stallMetrics) buildMetrics(now pcommon.Timestamp) pmetric.Metrics {
 	md := pmetric.NewMetrics()
 	sm := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty()
 	sm.Scope().SetName(metadata.ScopeName)
 	sm.Scope().SetVersion(c.version)
-	temporality, start := c.pointsStart()
+	temporality := c.temporality()
 	ms := sm.Metrics()
 
 	histograms := []struct {
@@ -38,22 +38,27 @@ func (c *stallMetrics) buildMetrics(now pcommon.Timestamp) pmetric.Metrics {
 		{semconv.MetricStallDuration, "Duration of one stall: a run of consecutive gaps longer than the stall threshold.", c.metrics.stall},
 	}
 	for _, h := range histograms {
-		if h.series.Len() == 0 {
-			continue
-		}
-		m := ms.AppendEmpty()
-		m.SetName(h.name)
-		m.SetDescription(h.description)
-		m.SetUnit(unitSeconds)
-		eh := m.SetEmptyExponentialHistogram()
-		eh.SetAggregationTemporality(temporality)
-		eh.DataPoints().EnsureCapacity(h.series.Len())
+		var eh pmetric.ExponentialHistogram
+		added := false
 		h.series.All(func(p *aggregate.Point[*expohisto.Histogram]) {
+			if p.Value.Count() == 0 {
+				return // a delta point without a value this interval
+			}
+			if !added {
+				added = true
+				m := ms.AppendEmpty()
+				m.SetName(h.name)
+				m.SetDescription(h.description)
+				m.SetUnit(unitSeconds)
+				eh = m.SetEmptyExponentialHistogram()
+				eh.SetAggregationTemporality(temporality)
+			}
 			dp := eh.DataPoints().AppendEmpty()
 			p.Attributes.CopyTo(dp.Attributes())
-			dp.SetStartTimestamp(start)
+			dp.SetStartTimestamp(c.pointStart(p.LastExport))
 			dp.SetTimestamp(now)
 			p.Value.CopyTo(dp)
+			p.LastExport = now
 		})
 	}
 
@@ -65,23 +70,28 @@ func (c *stallMetrics) buildMetrics(now pcommon.Timestamp) pmetric.Metrics {
 		{semconv.MetricHedgeAttempts, "Hedged attempts, by trigger and outcome; losers included.", unitAttempt, c.metrics.attempts},
 	}
 	for _, s := range sums {
-		if s.series.Len() == 0 {
-			continue
-		}
-		m := ms.AppendEmpty()
-		m.SetName(s.name)
-		m.SetDescription(s.description)
-		m.SetUnit(s.unit)
-		sum := m.SetEmptySum()
-		sum.SetIsMonotonic(true)
-		sum.SetAggregationTemporality(temporality)
-		sum.DataPoints().EnsureCapacity(s.series.Len())
+		var sum pmetric.Sum
+		added := false
 		s.series.All(func(p *aggregate.Point[*int64]) {
+			if *p.Value == 0 {
+				return // a delta point without a value this interval
+			}
+			if !added {
+				added = true
+				m := ms.AppendEmpty()
+				m.SetName(s.name)
+				m.SetDescription(s.description)
+				m.SetUnit(s.unit)
+				sum = m.SetEmptySum()
+				sum.SetIsMonotonic(true)
+				sum.SetAggregationTemporality(temporality)
+			}
 			dp := sum.DataPoints().AppendEmpty()
 			p.Attributes.CopyTo(dp.Attributes())
-			dp.SetStartTimestamp(start)
+			dp.SetStartTimestamp(c.pointStart(p.LastExport))
 			dp.SetTimestamp(now)
 			dp.SetIntValue(*p.Value)
+			p.LastExport = now
 		})
 	}
 	return md

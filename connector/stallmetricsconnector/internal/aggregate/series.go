@@ -14,6 +14,10 @@ import (
 type Point[V any] struct {
 	Attributes pcommon.Map
 	Value      V
+	// LastExport is when the point was last exported, zero before. With
+	// delta temporality the next point starts there, so that a series idle
+	// for some intervals stays one uninterrupted run of deltas.
+	LastExport pcommon.Timestamp
 }
 
 // Series are the data points of one metric, keyed by an encoding of their

@@ -157,6 +157,15 @@ func (h *Histogram) downscale(shift int) {
 	h.maxIndex >>= shift
 }
 
+// Reset empties the histogram and returns it to the layout's scale, keeping
+// its store's memory.
+func (h *Histogram) Reset() {
+	h.positive.Clear()
+	h.setMapping(h.layout.mappings[h.layout.scale-MinScale], h.positive)
+	h.count, h.sum, h.min, h.max = 0, 0, 0, 0
+	h.tinyAsZero = false
+}
+
 // Count is the number of values recorded.
 func (h *Histogram) Count() uint64 { return h.count }
 

@@ -213,3 +213,30 @@ func TestRecordNIsNRecords(t *testing.T) {
 	assert.Equal(t, a.Min(), b.Min())
 	assert.Equal(t, a.Max(), b.Max())
 }
+
+func TestResetReturnsToTheLayoutScale(t *testing.T) {
+	layout, err := NewLayout(6, 16)
+	require.NoError(t, err)
+	h := layout.NewHistogram()
+	for _, v := range []float64{0, 0.001, 1000, math.SmallestNonzeroFloat64} {
+		require.NoError(t, h.Record(v))
+	}
+	require.Less(t, h.Scale(), int32(6))
+	h.Reset()
+	assert.Equal(t, int32(6), h.Scale())
+	assert.Zero(t, h.Count())
+	dp := pmetric.NewExponentialHistogramDataPoint()
+	h.CopyTo(dp)
+	assert.Zero(t, dp.Count())
+	assert.Zero(t, dp.ZeroCount())
+	assert.Zero(t, dp.ZeroThreshold())
+	assert.Zero(t, dp.Positive().BucketCounts().Len())
+
+	require.NoError(t, h.Record(2))
+	dp = pmetric.NewExponentialHistogramDataPoint()
+	h.CopyTo(dp)
+	assert.Equal(t, int32(6), dp.Scale())
+	assert.Equal(t, int32(63), dp.Positive().Offset(), "2 ends bucket 63 at scale 6")
+	assert.Equal(t, []uint64{1}, dp.Positive().BucketCounts().AsRaw())
+	assert.Equal(t, 2.0, dp.Min())
+}
