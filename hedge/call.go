@@ -22,8 +22,9 @@ var errCallClosed = errors.New("hedge: call closed")
 // the attempts run in goroutines of their own, and all of them have returned
 // when the call has ended and Close has returned.
 type Call struct {
-	h   *Hedger
-	req Request
+	h    *Hedger
+	req  Request
+	base time.Time
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -68,8 +69,8 @@ type attemptEvent struct {
 }
 
 func (h *Hedger) start(ctx context.Context, req Request, buffered bool) *Call {
-	c := &Call{h: h, req: req, events: make(chan attemptEvent, 8)}
-	ctx = c.tel.startCall(ctx, h, buffered)
+	c := &Call{h: h, req: req, events: make(chan attemptEvent, 8), base: h.clock.Now()}
+	ctx = c.tel.startCall(ctx, h, buffered, c.base)
 	c.ctx, c.cancel = context.WithCancelCause(ctx)
 	c.race.Reset(h.policy, buffered)
 	c.race.Start(c.now())
@@ -77,7 +78,10 @@ func (h *Hedger) start(ctx context.Context, req Request, buffered bool) *Call {
 	return c
 }
 
-func (c *Call) now() int64 { return c.h.clock.Now().UnixNano() }
+// now is the call's time in unix nanoseconds: wall clock at the start, then
+// the monotonic clock, so that a wall-clock step never fires or starves a
+// timer of the race.
+func (c *Call) now() int64 { return c.base.UnixNano() + int64(c.h.clock.Since(c.base)) }
 
 // Next waits for the next content chunk and reports whether there is one.
 // In buffered delivery (Complete) it only runs the call to its end.
@@ -230,7 +234,9 @@ func (c *Call) launch(i int) {
 		req.Prefix = c.partial.String()
 	}
 	ctx, cancel := context.WithCancel(c.ctx)
-	ctx, span := c.tel.startAttempt(ctx, c.h, src, i, ra.Trigger)
+	// The span starts when the race started the attempt, so that the TTFT
+	// the stall processor derives is the one the race learned from.
+	ctx, span := c.tel.startAttempt(ctx, c.h, src, i, ra.Trigger, ra.Start)
 	c.live[i] = liveAttempt{cancel: cancel, span: span}
 	c.wg.Add(1)
 	go c.read(ctx, i, src, &req)

@@ -32,11 +32,11 @@ type callTelemetry struct {
 	on      bool
 }
 
-func (t *callTelemetry) startCall(ctx context.Context, h *Hedger, buffered bool) context.Context {
+func (t *callTelemetry) startCall(ctx context.Context, h *Hedger, buffered bool, start time.Time) context.Context {
 	primary := h.sources[0]
 	ctx, t.span = h.tracer.Start(ctx, "hedge "+primary.Model(),
 		trace.WithSpanKind(trace.SpanKindInternal),
-		trace.WithTimestamp(h.clock.Now()),
+		trace.WithTimestamp(start),
 		trace.WithAttributes(
 			attribute.String(semconv.AttrOperationName, operationChat),
 			attribute.String(semconv.AttrRequestModel, primary.Model()),
@@ -59,7 +59,7 @@ func (t *callTelemetry) startCall(ctx context.Context, h *Hedger, buffered bool)
 	return ctx
 }
 
-func (t *callTelemetry) startAttempt(ctx context.Context, h *Hedger, src Source, i int, tr hedgecore.Trigger) (context.Context, trace.Span) {
+func (t *callTelemetry) startAttempt(ctx context.Context, h *Hedger, src Source, i int, tr hedgecore.Trigger, start int64) (context.Context, trace.Span) {
 	if !t.on {
 		return ctx, trace.SpanFromContext(ctx)
 	}
@@ -76,7 +76,7 @@ func (t *callTelemetry) startAttempt(ctx context.Context, h *Hedger, src Source,
 	}
 	return h.tracer.Start(ctx, operationChat+" "+src.Model(),
 		trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithTimestamp(h.clock.Now()),
+		trace.WithTimestamp(time.Unix(0, start)),
 		trace.WithAttributes(attrs...))
 }
 
