@@ -17,38 +17,11 @@ import (
 // the first chunk time for hedge-outcome inference; a span without a usable
 // chunk event is left untouched.
 func (p *stallProcessor) enrich(ctx context.Context, s *scratch, rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, span ptrace.Span, tally *batchTally) (first int64, hasChunk bool, err error) {
-	events := span.Events()
-	times, mask := s.chunkTimes[:0], s.chunkMask[:0]
-	hasStallEvents := false
-	for i := 0; i < events.Len(); i++ {
-		ev := events.At(i)
-		isChunk := p.chunkNames.contains(ev.Name())
-		if isChunk && len(p.conditions.chunkEvent) > 0 {
-			tCtx := ottlspanevent.NewTransformContext(rs, ss, span, ev, ottlspanevent.WithEventIndex(int64(i)))
-			isChunk, err = p.conditions.chunkEvent.eval(ctx, tCtx, p.handleError)
-			tCtx.Close()
-			if err != nil {
-				return 0, false, err
-			}
-		}
-		if isChunk {
-			// Times past 2262 do not fit the signed arithmetic of the
-			// figures; like unset (zero) times, they are not measurable.
-			if ts := ev.Timestamp(); ts <= math.MaxInt64 {
-				times = append(times, int64(ts))
-			}
-		} else if ev.Name() == semconv.EventStall {
-			hasStallEvents = true
-		}
-		if p.dropChunks {
-			mask = append(mask, isChunk)
-		}
+	hasStallEvents, err := p.collectChunkTimes(ctx, s, rs, ss, span)
+	if err != nil || len(s.chunkTimes) == 0 {
+		return 0, false, err
 	}
-	times = figures.PrepareChunkTimes(times)
-	s.chunkTimes, s.chunkMask = times, mask
-	if len(times) == 0 {
-		return 0, false, nil
-	}
+	times, events := s.chunkTimes, span.Events()
 
 	start := span.StartTimestamp()
 	f := figures.Derive(int64(min(start, math.MaxInt64)), times, p.threshold, s.stalls)
@@ -69,7 +42,7 @@ func (p *stallProcessor) enrich(ctx context.Context, s *scratch, rs ptrace.Resou
 	if hasStallEvents || p.dropChunks {
 		idx := 0
 		events.RemoveIf(func(ev ptrace.SpanEvent) bool {
-			drop := ev.Name() == semconv.EventStall || (p.dropChunks && mask[idx])
+			drop := ev.Name() == semconv.EventStall || (p.dropChunks && s.chunkMask[idx])
 			idx++
 			return drop
 		})
@@ -79,6 +52,51 @@ func (p *stallProcessor) enrich(ctx context.Context, s *scratch, rs ptrace.Resou
 	tally.enriched++
 	tally.stalls += int64(f.StallCount)
 	return times[0], true, nil
+}
+
+// collectChunkTimes gathers the measurable chunk times of span, sorted, into
+// s.chunkTimes, and with drop_chunk_events marks the chunk events in
+// s.chunkMask. It is the per-event hot path: a name lookup, and OTTL only
+// when chunk_events::conditions are configured.
+func (p *stallProcessor) collectChunkTimes(ctx context.Context, s *scratch, rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, span ptrace.Span) (hasStallEvents bool, err error) {
+	names, conds, drop := p.chunkNames, p.conditions.chunkEvent, p.dropChunks
+	times, mask := s.chunkTimes[:0], s.chunkMask[:0]
+	sorted, last := true, int64(0)
+	events := span.Events()
+	for i := 0; i < events.Len(); i++ {
+		ev := events.At(i)
+		name := ev.Name()
+		isChunk := names.contains(name)
+		if isChunk && len(conds) > 0 {
+			tCtx := ottlspanevent.NewTransformContext(rs, ss, span, ev, ottlspanevent.WithEventIndex(int64(i)))
+			isChunk, err = conds.eval(ctx, tCtx, p.handleError)
+			tCtx.Close()
+			if err != nil {
+				return false, err
+			}
+		}
+		if drop {
+			mask = append(mask, isChunk)
+		}
+		if !isChunk {
+			hasStallEvents = hasStallEvents || name == semconv.EventStall
+			continue
+		}
+		// Unset (zero) times and times past 2262, which do not fit the
+		// signed arithmetic of the figures, are not measurable.
+		ts := ev.Timestamp()
+		if ts-1 >= math.MaxInt64 {
+			continue
+		}
+		sorted = sorted && int64(ts) >= last
+		last = int64(ts)
+		times = append(times, last)
+	}
+	if !sorted {
+		times = figures.PrepareChunkTimes(times)
+	}
+	s.chunkTimes, s.chunkMask = times, mask
+	return hasStallEvents, nil
 }
 
 // writeFigures writes the attributes of SPEC section 4 with their presence

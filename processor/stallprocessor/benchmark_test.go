@@ -1,0 +1,158 @@
+package stallprocessor
+
+import (
+	"context"
+	"runtime"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/streamstall/streamstall/internal/figures"
+	"github.com/streamstall/streamstall/internal/semconv"
+)
+
+const (
+	benchSpans  = 1000
+	benchChunks = 200
+)
+
+// benchStallAfter are the chunks (1-based) after which each benchmark span
+// goes silent for 3 s; elsewhere chunks are 20 ms apart.
+var benchStallAfter = [3]int{50, 100, 150}
+
+// benchmarkInput is 1,000 OpenLLMetry-shaped streaming spans of 200 chunk
+// events with three stalls each.
+func benchmarkInput() ptrace.Traces {
+	td, spans := newTraces()
+	for s := range benchSpans {
+		span := spans.AppendEmpty()
+		span.SetName("chat gpt-4o")
+		span.SetKind(ptrace.SpanKindClient)
+		start := testStart + int64(s)*ms
+		span.SetStartTimestamp(pcommon.Timestamp(start))
+		attrs := span.Attributes()
+		attrs.PutStr(semconv.AttrOperationName, "chat")
+		attrs.PutStr(semconv.AttrProviderName, "openai")
+		attrs.PutStr(semconv.AttrRequestModel, "gpt-4o")
+		attrs.PutStr(semconv.AttrResponseModel, "gpt-4o-2024-08-06")
+		attrs.PutInt(semconv.AttrUsageOutputTokens, 260)
+		at := start + 400*ms
+		for c := 1; c <= benchChunks; c++ {
+			ev := span.Events().AppendEmpty()
+			ev.SetName(semconv.EventChunk)
+			ev.SetTimestamp(pcommon.Timestamp(at))
+			at += 20 * ms
+			for _, after := range benchStallAfter {
+				if c == after {
+					at += 3000 * ms
+				}
+			}
+		}
+		span.SetEndTimestamp(pcommon.Timestamp(at))
+	}
+	return td
+}
+
+// baselineEnrich is the floor any implementation pays: it reads every event
+// timestamp and writes the same attributes and stall events as the processor,
+// reading the stalls at the positions the input is known to have them instead
+// of looking for them.
+func baselineEnrich(td ptrace.Traces, times []int64) []int64 {
+	spans := firstScope(td)
+	for i := 0; i < spans.Len(); i++ {
+		span := spans.At(i)
+		events := span.Events()
+		times = times[:0]
+		for j := 0; j < events.Len(); j++ {
+			times = append(times, int64(events.At(j).Timestamp()))
+		}
+		first, last := times[0], times[len(times)-1]
+		ttft := first - int64(span.StartTimestamp())
+		var stallTotal, maxStall int64
+		for _, after := range benchStallAfter {
+			gap := times[after] - times[after-1]
+			stallTotal += gap
+			maxStall = max(maxStall, gap)
+		}
+		attrs := span.Attributes()
+		attrs.EnsureCapacity(attrs.Len() + 12)
+		attrs.PutInt(semconv.AttrChunkCount, int64(len(times)))
+		attrs.PutDouble(semconv.AttrTTFTMs, figures.Millis(ttft))
+		attrs.PutDouble(semconv.AttrTimeToFirstChunk, float64(ttft)/1e9)
+		attrs.PutDouble(semconv.AttrGenerationMs, figures.Millis(last-first))
+		attrs.PutDouble(semconv.AttrStallThresholdMs, figures.Millis(defaultStallThreshold.Nanoseconds()))
+		attrs.PutDouble(semconv.AttrStallMs, figures.Millis(stallTotal))
+		attrs.PutInt(semconv.AttrStallCount, int64(len(benchStallAfter)))
+		attrs.PutDouble(semconv.AttrMaxStallMs, figures.Millis(maxStall))
+		attrs.PutDouble(semconv.AttrActiveGenerationMs, figures.Millis(last-first-stallTotal))
+		tokens, _ := attrs.Get(semconv.AttrUsageOutputTokens)
+		attrs.PutDouble(semconv.AttrActiveTPS, float64(tokens.Int()-1)/(float64(last-first-stallTotal)/1e9))
+		events.EnsureCapacity(events.Len() + len(benchStallAfter))
+		for _, after := range benchStallAfter {
+			ev := events.AppendEmpty()
+			ev.SetName(semconv.EventStall)
+			ev.SetTimestamp(pcommon.Timestamp(times[after-1]))
+			evAttrs := ev.Attributes()
+			evAttrs.EnsureCapacity(3)
+			evAttrs.PutDouble(semconv.AttrStallEventDurationMs, figures.Millis(times[after]-times[after-1]))
+			evAttrs.PutInt(semconv.AttrStallEventAfterChunk, int64(after))
+			evAttrs.PutInt(semconv.AttrStallEventGaps, 1)
+		}
+	}
+	return times
+}
+
+// The baseline writes exactly what the processor writes, so the two
+// benchmarks compare equal work.
+func TestBaselineMatchesProcessor(t *testing.T) {
+	want := benchmarkInput()
+	baselineEnrich(want, nil)
+	got := runProcessor(t, createDefaultConfig().(*Config), benchmarkInput())
+	assertSameBytes(t, want, got)
+}
+
+// freshCopy copies input outside the timer: the processor mutates its input,
+// so every iteration needs its own. The collection that follows keeps the
+// garbage of the copies from being collected on the timed path of either
+// benchmark.
+func freshCopy(b *testing.B, input ptrace.Traces) ptrace.Traces {
+	b.StopTimer()
+	td := ptrace.NewTraces()
+	input.CopyTo(td)
+	runtime.GC()
+	b.StartTimer()
+	return td
+}
+
+func reportPerSpan(b *testing.B) {
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*benchSpans), "ns/span")
+}
+
+func BenchmarkStallProcessor(b *testing.B) {
+	proc, err := NewFactory().CreateTraces(context.Background(), newTestSettings(b), createDefaultConfig(), consumertest.NewNop())
+	require.NoError(b, err)
+	input := benchmarkInput()
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		td := freshCopy(b, input)
+		if err := proc.ConsumeTraces(ctx, td); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportPerSpan(b)
+}
+
+func BenchmarkStallBaseline(b *testing.B) {
+	input := benchmarkInput()
+	var times []int64
+	b.ReportAllocs()
+	for b.Loop() {
+		td := freshCopy(b, input)
+		times = baselineEnrich(td, times)
+	}
+	reportPerSpan(b)
+}
