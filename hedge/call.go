@@ -89,7 +89,7 @@ func (c *Call) Next() bool {
 	for {
 		if len(c.queue) > 0 {
 			c.cur = c.queue[0]
-			c.queue = c.queue[1:]
+			c.queue = append(c.queue[:0], c.queue[1:]...) // keeps the one backing array
 			return true
 		}
 		if c.finished {
