@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -155,4 +156,41 @@ func BenchmarkStallBaseline(b *testing.B) {
 		times = baselineEnrich(td, times)
 	}
 	reportPerSpan(b)
+}
+
+// Allocations depend on the spans and the stalls written, never on the number
+// of chunk events: a span of 2,000 chunks allocates what a span of 20 does.
+func TestNoAllocationPerChunkEvent(t *testing.T) {
+	sp, err := newStallProcessor(newTestSettings(t), createDefaultConfig().(*Config))
+	require.NoError(t, err)
+	assert.Empty(t, sp.conditions.chunkEvent, "the default config must not evaluate OTTL per event")
+
+	allocsFor := func(chunks int) float64 {
+		const runs = 20
+		batches := make([]ptrace.Traces, runs+1) // AllocsPerRun adds a warm-up run
+		for i := range batches {
+			td, spans := newTraces()
+			for range 10 {
+				offsets := make([]int64, chunks)
+				for c := range offsets {
+					offsets[c] = 100 + int64(c)*20
+					if c >= chunks/2 {
+						offsets[c] += 3000 // one stall in the middle
+					}
+				}
+				streamSpan(spans, offsets...)
+			}
+			batches[i] = td
+		}
+		next := 0
+		return testing.AllocsPerRun(runs, func() {
+			if _, err := sp.processTraces(context.Background(), batches[next]); err != nil {
+				t.Fatal(err)
+			}
+			next++
+		})
+	}
+	few, many := allocsFor(20), allocsFor(2000)
+	t.Logf("allocations per batch of 10 spans: %v with 20 chunks per span, %v with 2000", few, many)
+	assert.InDelta(t, few, many, 1, "allocations per batch: %v with 20 chunks per span, %v with 2000", few, many)
 }

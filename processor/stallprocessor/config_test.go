@@ -36,9 +36,15 @@ func TestLoadConfig(t *testing.T) {
 				StallThreshold: 500 * time.Millisecond,
 				ChunkEvents: ChunkEventsConfig{
 					Names:      []string{"my.chunk"},
-					Conditions: []string{`attributes["llm.stream.chunk.kind"] != "reasoning"`},
+					Conditions: []string{
+						`attributes["llm.stream.chunk.kind"] != "reasoning"`,
+						`span.attributes["gen_ai.provider.name"] == "openai"`,
+					},
 				},
-				Spans: []string{`attributes["gen_ai.operation.name"] == "chat"`},
+				Spans: []string{
+					`attributes["gen_ai.operation.name"] == "chat"`,
+					`resource.attributes["service.name"] == "chat-app"`,
+				},
 				LoserConditions: []string{
 					`attributes["llm.hedge.trigger"] == "stall" and status.code == STATUS_CODE_ERROR`,
 					`IsMatch(name, "^hedge-loser")`,
