@@ -37,7 +37,7 @@ func NewBudget(maxTokens, tokenRatio float64) *Budget {
 	return b
 }
 
-// allow takes one token for a hedge or retry and reports whether it may go.
+// Allow takes one token for a hedge or retry and reports whether it may go.
 func (b *Budget) Allow() bool {
 	if b == nil {
 		return true
@@ -53,7 +53,7 @@ func (b *Budget) Allow() bool {
 	}
 }
 
-// failure records a failed attempt.
+// Failure records a failed attempt.
 func (b *Budget) Failure() {
 	if b == nil {
 		return
@@ -66,7 +66,7 @@ func (b *Budget) Failure() {
 	}
 }
 
-// success records a successful call.
+// Success records a successful call.
 func (b *Budget) Success() {
 	if b == nil {
 		return
@@ -79,7 +79,7 @@ func (b *Budget) Success() {
 	}
 }
 
-// level returns the tokens in the bucket (for tests and the simulator).
+// Level returns the tokens in the bucket (for tests and the simulator).
 func (b *Budget) Level() float64 {
 	if b == nil {
 		return math.Inf(1)

@@ -40,6 +40,8 @@ type DelayEstimator struct {
 	cached atomic.Int64 // nanoseconds; 0 while cold
 }
 
+// NewDelayEstimator returns a cold estimator of the given quantile; fallback
+// and window are nanoseconds.
 func NewDelayEstimator(quantile float64, fallback, window int64, minSamples int) *DelayEstimator {
 	return &DelayEstimator{
 		quantile:   quantile,
@@ -61,7 +63,7 @@ func newSketch() *ddsketch.DDSketch {
 	return s
 }
 
-// delay returns the hedge delay in nanoseconds: the learned quantile, or the
+// Delay returns the hedge delay in nanoseconds: the learned quantile, or the
 // fallback until enough samples have been seen (cold start).
 func (e *DelayEstimator) Delay() int64 {
 	if d := e.cached.Load(); d > 0 {
@@ -70,7 +72,7 @@ func (e *DelayEstimator) Delay() int64 {
 	return e.fallback
 }
 
-// observe records one time to first content (nanoseconds) seen at now.
+// Observe records one time to first content (nanoseconds) seen at now.
 func (e *DelayEstimator) Observe(now, ttft int64) {
 	if ttft <= 0 {
 		return

@@ -13,7 +13,7 @@ var ErrStalled = errors.New("stalled")
 type Trigger uint8
 
 const (
-	TriggerPrimary Trigger = iota
+	TriggerPrimary Trigger = iota // no trigger: the primary
 	TriggerTTFT
 	TriggerStall
 	TriggerError
@@ -31,12 +31,13 @@ func (t Trigger) String() string {
 	return ""
 }
 
+// State is where an attempt is.
 type State uint8
 
 const (
 	Running State = iota
 	Won
-	Cancelled
+	Cancelled // a loser: dropped, never resurrected
 	Failed
 )
 
@@ -55,6 +56,7 @@ type Attempt struct {
 	stallHedged bool
 }
 
+// ActionKind says whether an action starts or cancels an attempt.
 type ActionKind uint8
 
 const (
@@ -111,7 +113,7 @@ type Race struct {
 	done    bool
 	winner  int
 	err     error
-	errFrom int // Attempt whose failure ended the call, -1 if none
+	errFrom int // attempt whose failure ended the call, -1 if none
 
 	acts  [2 * MaxAttempts]Action
 	nacts int
@@ -135,7 +137,7 @@ func (r *Race) emit(kind ActionKind, i int) {
 	r.nacts++
 }
 
-// start launches the primary.
+// Start launches the primary at now.
 func (r *Race) Start(now int64) {
 	r.launch(now, TriggerPrimary, false)
 }
@@ -160,7 +162,7 @@ func (r *Race) launch(now int64, t Trigger, continuation bool) bool {
 	return true
 }
 
-// content records one content chunk of attempt i and reports whether it goes
+// Content records one content chunk of attempt i and reports whether it goes
 // to the caller now (streaming delivery, committed attempt).
 func (r *Race) Content(i int, now int64, text bool) bool {
 	r.now = now
@@ -213,7 +215,7 @@ func (r *Race) Content(i int, now int64, text bool) bool {
 	return true
 }
 
-// complete records the normal end of attempt i's stream.
+// Complete records the normal end of attempt i's stream.
 func (r *Race) Complete(i int, now int64) {
 	r.now = now
 	a := &r.attempts[i]
@@ -231,7 +233,7 @@ func (r *Race) Complete(i int, now int64) {
 	r.p.budget.Success()
 }
 
-// fail records that attempt i ended with an error of the given class.
+// Fail records that attempt i ended with an error of the given class.
 func (r *Race) Fail(i int, now int64, class Class, err error) {
 	r.now = now
 	a := &r.attempts[i]
@@ -263,7 +265,7 @@ func (r *Race) Fail(i int, now int64, class Class, err error) {
 	}
 }
 
-// advance fires the timers due at now: the TTFT hedge, the stall hedges and
+// Advance fires the timers due at now: the TTFT hedge, the stall hedges and
 // the watchdog.
 func (r *Race) Advance(now int64) {
 	r.now = now
@@ -314,7 +316,7 @@ func (r *Race) stallHedgeDue(a *Attempt, now int64) bool {
 		now-a.Last >= r.p.stallAfter
 }
 
-// deadline is the next instant at which advance has something to do, or 0.
+// Deadline is the next instant at which Advance has something to do, or 0.
 func (r *Race) Deadline() int64 {
 	if r.done {
 		return 0
@@ -353,7 +355,7 @@ func (r *Race) Deadline() int64 {
 	return next
 }
 
-// abort ends the call from outside (the caller's context).
+// Abort ends the call from outside (the caller's context).
 func (r *Race) Abort(err error) {
 	r.now = 0 // the caller gave up: its cancellations say nothing about the sources
 	if !r.done {
