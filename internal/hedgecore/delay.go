@@ -8,11 +8,8 @@ import (
 	"github.com/DataDog/sketches-go/ddsketch"
 )
 
-// Adaptive delay defaults.
+// Sketch and estimator constants.
 const (
-	defaultQuantile       = 0.95
-	defaultDelayWindow    = int64(60e9) // one window; the estimate covers the last one or two
-	defaultMinSamples     = 20
 	recomputeEvery        = 8
 	sketchAccuracy        = 0.01
 	sketchMaxBins         = 2048

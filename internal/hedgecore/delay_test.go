@@ -10,7 +10,7 @@ import (
 )
 
 func TestDelayEstimatorColdStartThenQuantile(t *testing.T) {
-	e := NewDelayEstimator(0.95, int64(2*time.Second), defaultDelayWindow, 20)
+	e := NewDelayEstimator(0.95, int64(2*time.Second), int64(DefaultWindow), 20)
 	for i := 1; i <= 19; i++ {
 		e.Observe(int64(i)*ms, int64(i)*10*ms)
 		assert.Equal(t, int64(2*time.Second), e.Delay(), "cold until 20 samples")
@@ -46,14 +46,14 @@ func TestDelayEstimatorForgetsOldWindows(t *testing.T) {
 }
 
 func TestDelayEstimatorIgnoresNonPositive(t *testing.T) {
-	e := NewDelayEstimator(0.95, 7, defaultDelayWindow, 1)
+	e := NewDelayEstimator(0.95, 7, int64(DefaultWindow), 1)
 	e.Observe(1, 0)
 	e.Observe(1, -5)
 	assert.Equal(t, int64(7), e.Delay())
 }
 
 func TestDelayEstimatorConcurrent(t *testing.T) {
-	e := NewDelayEstimator(0.95, int64(time.Second), defaultDelayWindow, 20)
+	e := NewDelayEstimator(0.95, int64(time.Second), int64(DefaultWindow), 20)
 	var wg sync.WaitGroup
 	for g := range 4 {
 		wg.Go(func() {
