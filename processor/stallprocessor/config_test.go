@@ -35,7 +35,7 @@ func TestLoadConfig(t *testing.T) {
 			expected: &Config{
 				StallThreshold: 500 * time.Millisecond,
 				ChunkEvents: ChunkEventsConfig{
-					Names:      []string{"my.chunk"},
+					Names: []string{"my.chunk"},
 					Conditions: []string{
 						`attributes["llm.stream.chunk.kind"] != "reasoning"`,
 						`span.attributes["gen_ai.provider.name"] == "openai"`,
