@@ -35,6 +35,8 @@ func TestLoadConfig(t *testing.T) {
 	assert.Equal(t, "https://api.openai.com", p.Upstream.Endpoint)
 	assert.Equal(t, int64(4<<20), p.MaxRequestBody)
 	assert.Equal(t, defaultQueueSize, p.QueueSize)
+	require.True(t, p.Upstream.Keepalive.HasValue())
+	assert.Equal(t, defaultUpstreamIdleConns, p.Upstream.Keepalive.Get().MaxIdleConnsPerHost)
 	assert.False(t, p.RecordKeepalives)
 	assert.Empty(t, p.Provider)
 

@@ -20,6 +20,7 @@ const (
 	defaultMaxRecords         = 10000
 	defaultMaxChunksPerRecord = 100000
 	defaultQueueSize          = 1000
+	defaultUpstreamIdleConns  = 1000
 )
 
 // NewFactory returns the factory of the sse_capture receiver.
@@ -35,6 +36,13 @@ func createDefaultConfig() component.Config {
 	proxy := confighttp.NewDefaultServerConfig()
 	proxy.NetAddr.Endpoint = defaultProxyEndpoint
 	upstream := confighttp.NewDefaultClientConfig()
+	// Every stream goes to one host: keep as many idle connections to it as
+	// a busy proxy has streams in flight, not net/http's default of two, so
+	// that streams do not pay a new connection (and TLS handshake) each.
+	if ka := upstream.Keepalive.Get(); ka != nil {
+		ka.MaxIdleConnsPerHost = defaultUpstreamIdleConns
+		ka.MaxIdleConns = defaultUpstreamIdleConns
+	}
 	ingest := confighttp.NewDefaultServerConfig()
 	ingest.NetAddr.Endpoint = defaultIngestEndpoint
 	// Both listeners are off until configured; configuring one (even as an

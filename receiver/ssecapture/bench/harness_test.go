@@ -94,8 +94,22 @@ func startProxy(tb testing.TB, upstream string, next consumer.Traces) (proxyURL,
 // production: it does not share a Go scheduler with the load generator, and
 // its CPU time can be read from /proc.
 type proxyProcess struct {
-	url string
-	cmd *exec.Cmd
+	url    string
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stdout bytes.Buffer
+}
+
+// stop ends the process (sse_capture: by closing its stdin) and returns
+// what it printed.
+func (n *proxyProcess) stop() string {
+	if n.stdin != nil {
+		_ = n.stdin.Close()
+	} else {
+		_ = n.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	_ = n.cmd.Wait()
+	return n.stdout.String()
 }
 
 const childEnv = "SSE_CAPTURE_BENCH_CHILD"
@@ -111,17 +125,16 @@ func startCaptureProcess(tb testing.TB, upstream string) *proxyProcess {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	p := &proxyProcess{url: "http://" + addr, cmd: cmd, stdin: stdin}
 	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	cmd.Stderr, cmd.Stdout = &stderr, &p.stdout
 	if err := cmd.Start(); err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() {
-		_ = stdin.Close() // the child shuts down when its stdin closes
-		_ = cmd.Wait()
-	})
+	var once sync.Once
+	tb.Cleanup(func() { once.Do(func() { p.stop() }) })
 	waitListening(tb, addr, func() string { return stderr.String() })
-	return &proxyProcess{url: "http://" + addr, cmd: cmd}
+	return p
 }
 
 // runCaptureChild is the child side of startCaptureProcess.
@@ -132,7 +145,8 @@ func runCaptureChild(spec string) int {
 	p := cfg.Proxy.GetOrInsertDefault()
 	p.NetAddr.Endpoint = addr
 	p.Upstream.Endpoint = upstream
-	r, err := factory.CreateTraces(context.Background(), receivertest.NewNopSettings(factory.Type()), cfg, consumertest.NewNop())
+	sink := new(consumertest.TracesSink)
+	r, err := factory.CreateTraces(context.Background(), receivertest.NewNopSettings(factory.Type()), cfg, sink)
 	if err == nil {
 		err = r.Start(context.Background(), componenttest.NewNopHost())
 	}
@@ -147,8 +161,9 @@ func runCaptureChild(spec string) int {
 			defer func() { pprof.StopCPUProfile(); _ = f.Close() }()
 		}
 	}
-	_, _ = io.Copy(io.Discard, os.Stdin)
+	_, _ = io.Copy(io.Discard, os.Stdin) // until the parent closes it
 	_ = r.Shutdown(context.Background())
+	fmt.Printf("spans %d\n", sink.SpanCount())
 	return 0
 }
 
@@ -224,15 +239,13 @@ http {
 	if err := cmd.Start(); err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-	})
+	p := &proxyProcess{url: "http://" + addr, cmd: cmd}
+	tb.Cleanup(func() { p.stop() })
 	waitListening(tb, addr, func() string {
 		log, _ := os.ReadFile(filepath.Join(dir, "error.log"))
 		return stderr.String() + string(log)
 	})
-	return &proxyProcess{url: "http://" + addr, cmd: cmd}
+	return p
 }
 
 // cpuTime returns the user+system CPU time of the process so far, from /proc.
