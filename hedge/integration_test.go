@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -282,4 +283,60 @@ func TestIntegrationOpenAISDKSource(t *testing.T) {
 	var se *StatusError
 	require.ErrorAs(t, err, &se)
 	assert.Equal(t, 400, se.StatusCode)
+}
+
+func TestIntegrationConnectionRefusedStartsNextAtOnce(t *testing.T) {
+	// A port that was just released: nothing listens there.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	dead := "http://" + l.Addr().String() + "/v1"
+	require.NoError(t, l.Close())
+
+	srv, url := startFakeLLM(t)
+	h, err := New([]Source{
+		openAISource("dead", dead, nil),
+		openAISource("ok", url, script(t, fakellm.Script{TTFTMillis: 5, GapsMillis: gaps(2, 1)})),
+	}, Delay(time.Hour))
+	require.NoError(t, err)
+	res, err := h.Complete(context.Background(), hello)
+	require.NoError(t, err)
+	assert.Equal(t, "ok", res.Source)
+	assert.Len(t, waitRecords(t, srv, 1), 1)
+}
+
+func TestIntegrationBrokenStreamAfterCommit(t *testing.T) {
+	_, url := startFakeLLM(t)
+	cut := script(t, fakellm.Script{TTFTMillis: 5, GapsMillis: gaps(6, 2), CloseAfterChunk: 2})
+
+	// Without continuation the caller gets the two chunks, then the error.
+	h, err := New([]Source{openAISource("cut", url, cut)}, Delay(time.Hour))
+	require.NoError(t, err)
+	call, err := h.Stream(context.Background(), hello)
+	require.NoError(t, err)
+	n := 0
+	for call.Next() {
+		n++
+	}
+	require.NoError(t, call.Close())
+	assert.Equal(t, 2, n)
+	require.Error(t, call.Err())
+	var stall *StallError
+	assert.False(t, errors.As(call.Err(), &stall), "a cut is not a stall")
+
+	// With continuation another source continues the delivered text.
+	h, err = New([]Source{
+		openAISource("cut", url, cut),
+		openAISource("cont", url, script(t, fakellm.Script{TTFTMillis: 5, GapsMillis: gaps(3, 2)})),
+	}, Delay(time.Hour), StallAfter(time.Second), Continuation())
+	require.NoError(t, err)
+	call, err = h.Stream(context.Background(), hello)
+	require.NoError(t, err)
+	n = 0
+	for call.Next() {
+		n++
+	}
+	require.NoError(t, call.Close())
+	require.NoError(t, call.Err())
+	assert.Equal(t, 5, n, "two chunks of the cut stream, three of the continuation")
+	assert.Equal(t, "cont", call.Result().Source)
 }
