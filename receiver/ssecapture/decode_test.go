@@ -198,3 +198,34 @@ func BenchmarkDecodeRecords(b *testing.B) {
 	b.ReportMetric(float64(b.N*100)/b.Elapsed().Seconds(), "records/s")
 	b.ReportMetric(float64(b.N*100*100)/b.Elapsed().Seconds(), "chunks/s")
 }
+
+// TestIngestDocExamples decodes the examples of docs/ingest.md, so the
+// documentation cannot drift from the decoder.
+func TestIngestDocExamples(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "ingest.md"))
+	require.NoError(t, err)
+	text := string(doc)
+	i := strings.Index(text, "<<'EOF'\n")
+	require.Positive(t, i)
+	body := text[i+len("<<'EOF'\n"):]
+	body = body[:strings.Index(body, "\nEOF")]
+	td, n, ierr := testDecoder(10, 100).decode([]byte(body))
+	require.Nil(t, ierr)
+	require.Equal(t, 1, n)
+	span := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0)
+	var chunks []int64
+	for i := range span.Events().Len() {
+		chunks = append(chunks, int64(span.Events().At(i).Timestamp()))
+	}
+	f := figures.Derive(int64(span.StartTimestamp()), figures.PrepareChunkTimes(chunks), 2e9, nil)
+	assert.Equal(t, 2, f.StallCount)
+	assert.InDelta(t, 9000.0, figures.Millis(f.StallTotal), 1e-9)
+	assert.InDelta(t, 6000.0, figures.Millis(f.MaxStall), 1e-9)
+
+	// The browser example's record shape.
+	browser := `{"name":"chat gpt-4o","start_time_unix_nano":"1790000000000000000","attributes":{"gen_ai.operation.name":"chat","gen_ai.request.model":"gpt-4o","service.name":"web"},"chunk_offsets_ms":[12.300000000000182,40.5]}`
+	td, _, ierr = testDecoder(10, 100).decode([]byte(browser))
+	require.Nil(t, ierr)
+	svc, _ := td.ResourceSpans().At(0).Resource().Attributes().Get("service.name")
+	assert.Equal(t, "web", svc.Str())
+}
