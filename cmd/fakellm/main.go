@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"net/http"
@@ -20,13 +21,17 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout)
+	stop()
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(os.Stderr, "fakellm:", err)
 		os.Exit(1)
 	}
 }
 
-func run(args []string) error {
+// run serves until ctx is done. The listening address goes to stdout with -print-addr.
+func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("fakellm", flag.ContinueOnError)
 	addr := fs.String("addr", "127.0.0.1:8080", "listen address")
 	profile := fs.String("profile", fakellm.ProfileSteady,
@@ -39,6 +44,9 @@ func run(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if *chunks < 1 { // Config reads 0 as "default"; on the command line it is a mistake
+		return fmt.Errorf("-chunks must be at least 1, got %d", *chunks)
+	}
 	srv, err := fakellm.New(fakellm.Config{
 		Profile: *profile, Seed: *seed, TimeFactor: *timeFactor, Chunks: *chunks, DiscardBodies: *discard,
 	})
@@ -50,12 +58,13 @@ func run(args []string) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	if *printAddr {
-		fmt.Println(ln.Addr().String())
+		if _, err := fmt.Fprintln(stdout, ln.Addr().String()); err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("print address: %w", err)
+		}
 	}
 	log.Printf("fakellm listening on http://%s (profile %s, seed %d, time factor %g)", ln.Addr(), *profile, *seed, *timeFactor)
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	// Streams in a long stall must end on shutdown rather than hold it: they share ctx.
 	hs := &http.Server{
 		Handler:           srv,
