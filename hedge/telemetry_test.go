@@ -182,3 +182,34 @@ func TestTelemetryThroughStallProcessor(t *testing.T) {
 	assert.InDelta(t, 3000, attr(t, winner, semconv.AttrStallMs).Double(), 1e-9, "the keepalive did not break the stall")
 	assert.InDelta(t, 10, attr(t, winner, semconv.AttrActiveGenerationMs).Double(), 1e-9)
 }
+
+func TestTelemetryOfAStalledCall(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	defer func() { require.NoError(t, tp.Shutdown(context.Background())) }()
+	clock := clockwork.NewFakeClock()
+	a := newPipeSource("a")
+	h, err := New([]Source{a}, Delay(time.Hour), StallTimeout(time.Second), Clock(clock), TracerProvider(tp))
+	require.NoError(t, err)
+	c := consume(t, h, hello)
+	pa := recv(t, a.opened)
+	pa.events <- text("x")
+	c.next(t)
+	blockUntil(t, clock, 1)
+	clock.Advance(time.Second)
+	var stall *StallError
+	require.ErrorAs(t, c.end(t), &stall)
+
+	td := toPtrace(exp.GetSpans())
+	attempt := spanNamed(t, td, 0)
+	// The stalled stream is what the caller got: it stands for the call, so
+	// the stall is counted once, with its error.
+	assert.Equal(t, "winner", attr(t, attempt, semconv.AttrHedgeOutcome).Str())
+	assert.Equal(t, "stall", attr(t, attempt, semconv.AttrErrorType).Str())
+	assert.Equal(t, ptrace.StatusCodeError, attempt.Status().Code())
+	assert.Equal(t, "stall", attempt.Status().Message())
+	assert.Equal(t, 1, attempt.Events().Len())
+	for _, s := range exp.GetSpans() {
+		assert.Equal(t, codes.Error, s.Status.Code, s.Name)
+	}
+}
