@@ -340,3 +340,23 @@ func TestIntegrationBrokenStreamAfterCommit(t *testing.T) {
 	assert.Equal(t, 5, n, "two chunks of the cut stream, three of the continuation")
 	assert.Equal(t, "cont", call.Result().Source)
 }
+
+func TestIntegrationConcurrentCallsShareDelaysAndBudget(t *testing.T) {
+	srv, url := startFakeLLM(t)
+	s := script(t, fakellm.Script{TTFTMillis: 2, GapsMillis: gaps(3, 1)})
+	h, err := New([]Source{openAISource("a", url, s), anthropicSource("b", url, s)},
+		AdaptiveDelay(0.5, 20*time.Millisecond))
+	require.NoError(t, err)
+	const calls = 40
+	errs := make(chan error, calls)
+	for range calls {
+		go func() {
+			_, err := h.Complete(context.Background(), hello)
+			errs <- err
+		}()
+	}
+	for range calls {
+		require.NoError(t, recv(t, errs))
+	}
+	assert.GreaterOrEqual(t, len(waitRecords(t, srv, calls)), calls)
+}
