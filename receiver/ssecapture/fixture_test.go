@@ -282,3 +282,10 @@ func assertNoSecrets(t *testing.T, span ptrace.Span, completion string, secrets 
 		}
 	}
 }
+
+func newTestServer(t *testing.T, h http.Handler) string {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
