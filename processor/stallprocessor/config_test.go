@@ -64,6 +64,20 @@ func TestLoadConfig(t *testing.T) {
 			}(),
 		},
 		{
+			id: component.NewIDWithName(metadata.Type, "readme"),
+			expected: func() component.Config {
+				cfg := createDefaultConfig().(*Config)
+				cfg.Spans = []string{`attributes["gen_ai.operation.name"] == "chat" and resource.attributes["service.name"] == "gateway"`}
+				cfg.ChunkEvents.Names = []string{"gen_ai.content.completion.chunk"}
+				cfg.ChunkEvents.Conditions = []string{`attributes["llm.stream.chunk.kind"] != "reasoning"`}
+				cfg.LoserConditions = []string{
+					`attributes["llm.hedge.attempt"] != nil and status.code == STATUS_CODE_ERROR and status.message == "context canceled"`,
+					`IsMatch(name, "^hedge-loser ")`,
+				}
+				return cfg
+			}(),
+		},
+		{
 			id:            component.NewIDWithName(metadata.Type, "zero_threshold"),
 			errorMessages: []string{"stall_threshold: must be positive, got 0s"},
 		},
