@@ -1,0 +1,5 @@
+//go:build !race
+
+package stallprocessor
+
+const raceEnabled = false
