@@ -258,3 +258,16 @@ func TestConcurrentBatches(t *testing.T) {
 		assert.Equal(t, want, attr(t, stall.Attributes(), semconv.AttrStallEventDurationMs).Double())
 	}
 }
+
+// loser_conditions run after the figures are written, so they can use them.
+func TestLoserConditionOnFigures(t *testing.T) {
+	cfg := createDefaultConfig().(*Config)
+	cfg.LoserConditions = []string{`attributes["llm.stream.max_stall_ms"] > 5000.0`}
+	td, spans := newTraces()
+	streamSpan(spans, 100, 150, 200, 3200, 3250, 9250) // a 6000 ms stall
+	streamSpan(spans, 100, 150, 200, 3200)             // a 3000 ms stall
+	out := firstScope(runProcessor(t, cfg, td))
+	assert.True(t, attr(t, out.At(0).Attributes(), semconv.AttrHedgeLoser).Bool())
+	_, flagged := out.At(1).Attributes().Get(semconv.AttrHedgeLoser)
+	assert.False(t, flagged)
+}
