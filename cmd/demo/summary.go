@@ -14,23 +14,23 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
-	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/streamstall/streamstall/internal/exphist"
+	"github.com/streamstall/streamstall/internal/localstack"
 	"github.com/streamstall/streamstall/internal/semconv"
 )
 
 // collect waits until the collector has delivered the expected spans and a
 // metrics flush that includes them, then returns both.
-func (s *stack) collect(ctx context.Context, expected int) ([]ptrace.Span, pmetric.Metrics, error) {
+func (s *stack) collect(ctx context.Context, expected int) ([]localstack.ReceivedSpan, pmetric.Metrics, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	for len(s.sink.Spans()) < expected {
 		fmt.Fprintf(os.Stderr, "\r  spans received from the collector: %d/%d", len(s.sink.Spans()), expected)
 		select {
 		case <-ctx.Done():
-			return nil, pmetric.Metrics{}, fmt.Errorf("the collector delivered %d of %d spans: %w (logs in %s)",
-				len(s.sink.Spans()), expected, ctx.Err(), s.dir)
+			return nil, pmetric.Metrics{}, fmt.Errorf("the collector delivered %d of %d spans: %w (logs in %s; sink errors: %v)",
+				len(s.sink.Spans()), expected, ctx.Err(), s.dir, s.sink.Errors())
 		case <-s.sink.Changed():
 		case <-time.After(200 * time.Millisecond):
 		}
@@ -80,11 +80,11 @@ func forEachMetric(md pmetric.Metrics, f func(res pcommon.Map, m pmetric.Metric)
 	}
 }
 
-func printSummary(w io.Writer, spans []ptrace.Span, md pmetric.Metrics) {
+func printSummary(w io.Writer, spans []localstack.ReceivedSpan, md pmetric.Metrics) {
 	sort.SliceStable(spans, func(i, j int) bool { return spans[i].StartTimestamp() < spans[j].StartTimestamp() })
 	fmt.Fprintln(w, "\nPer call, as the stall processor enriched each span (ms):")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "#\tspan\tchunks\tTTFT\twall gen\tstall\tstalls\tactive gen\thedge\t")
+	fmt.Fprintln(tw, "#\tservice\tspan\tchunks\tTTFT\twall gen\tstall\tstalls\tactive gen\thedge\t")
 	n := 0
 	for _, sp := range spans {
 		a := sp.Attributes()
@@ -94,15 +94,19 @@ func printSummary(w io.Writer, spans []ptrace.Span, md pmetric.Metrics) {
 			}
 		}
 		n++
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", n, sp.Name(), intAttr(a, semconv.AttrChunkCount),
-			msAttr(a, semconv.AttrTTFTMs), msAttr(a, semconv.AttrGenerationMs), msAttr(a, semconv.AttrStallMs),
+		gen := msAttr(a, semconv.AttrGenerationMs)
+		if v, ok := a.Get(semconv.AttrBurst); ok && v.Bool() {
+			gen += " (burst)"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", n, sp.Service, sp.Name(), intAttr(a, semconv.AttrChunkCount),
+			msAttr(a, semconv.AttrTTFTMs), gen, msAttr(a, semconv.AttrStallMs),
 			intAttr(a, semconv.AttrStallCount), msAttr(a, semconv.AttrActiveGenerationMs), hedgeOutcome(a))
 	}
 	_ = tw.Flush()
 
 	fmt.Fprintln(w, "\nWinner metrics from stall_metrics (seconds, quantiles read back from the exported exponential buckets):")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "metric\tmodel\tcount\tp50\tp95\tp99\tmax\t")
+	fmt.Fprintln(tw, "metric\tservice\tmodel\tcount\tp50\tp95\tp99\tmax\t")
 	var rows, sums []string
 	forEachMetric(md, func(_ pcommon.Map, m pmetric.Metric) {
 		switch m.Type() {
@@ -110,7 +114,7 @@ func printSummary(w io.Writer, spans []ptrace.Span, md pmetric.Metrics) {
 			dps := m.ExponentialHistogram().DataPoints()
 			for i := 0; i < dps.Len(); i++ {
 				dp := dps.At(i)
-				rows = append(rows, fmt.Sprintf("%s\t%s\t%d\t%.3f\t%.3f\t%.3f\t%.3f\t", m.Name(), model(dp.Attributes()), dp.Count(),
+				rows = append(rows, fmt.Sprintf("%s\t%s\t%s\t%d\t%.3f\t%.3f\t%.3f\t%.3f\t", m.Name(), str(dp.Attributes(), semconv.AttrServiceName), str(dp.Attributes(), semconv.AttrRequestModel), dp.Count(),
 					exphist.Quantile(dp, 0.5), exphist.Quantile(dp, 0.95), exphist.Quantile(dp, 0.99), dp.Max()))
 			}
 		case pmetric.MetricTypeSum:
@@ -160,9 +164,9 @@ func hedgeOutcome(a pcommon.Map) string {
 	return out + ")"
 }
 
-func model(a pcommon.Map) string {
-	if v, ok := a.Get(semconv.AttrRequestModel); ok {
-		return v.Str()
+func str(a pcommon.Map, k string) string {
+	if v, ok := a.Get(k); ok {
+		return v.AsString()
 	}
 	return "-"
 }

@@ -166,3 +166,23 @@ func (j *Jaeger) FindTraces(ctx context.Context, service string, tags map[string
 
 // TempDir makes a directory for configs and logs of one run.
 func TempDir() (string, error) { return os.MkdirTemp("", "streamstall-") }
+
+// Services lists the services Jaeger has spans of.
+func (j *Jaeger) Services(ctx context.Context) ([]string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, j.QueryURL+"/api/services", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Data []string `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return nil, fmt.Errorf("decode jaeger services: %w", err)
+	}
+	return out.Data, nil
+}

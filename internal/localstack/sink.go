@@ -1,6 +1,8 @@
 package localstack
 
 import (
+	"compress/gzip"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -19,9 +21,9 @@ type Sink struct {
 	URL     string
 	srv     *http.Server
 	mu      sync.Mutex
-	spans   []ptrace.Span
-	res     []string // service.name of each span's resource
+	spans   []ReceivedSpan
 	metrics []pmetric.Metrics
+	errs    []error
 	changed chan struct{}
 }
 
@@ -46,12 +48,31 @@ func (s *Sink) Close() error { return s.srv.Close() }
 // Changed is signalled (non-blocking, coalesced) whenever data arrives.
 func (s *Sink) Changed() <-chan struct{} { return s.changed }
 
+// readBody reads a request body, gzip-compressed or not (the otlphttp
+// exporter compresses with gzip by default).
+func readBody(r *http.Request) ([]byte, error) {
+	var rd io.Reader = r.Body
+	switch enc := r.Header.Get("Content-Encoding"); enc {
+	case "", "identity":
+	case "gzip":
+		gz, err := gzip.NewReader(r.Body)
+		if err != nil {
+			return nil, fmt.Errorf("gzip body: %w", err)
+		}
+		defer gz.Close()
+		rd = gz
+	default:
+		return nil, fmt.Errorf("unsupported Content-Encoding %q", enc)
+	}
+	return io.ReadAll(rd)
+}
+
 func isJSON(r *http.Request) bool { return r.Header.Get("Content-Type") == "application/json" }
 
 func (s *Sink) serveTraces(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(r.Body)
+	body, err := readBody(r)
 	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
+		s.fail(w, err)
 		return
 	}
 	req := ptraceotlp.NewExportRequest()
@@ -61,21 +82,23 @@ func (s *Sink) serveTraces(w http.ResponseWriter, r *http.Request) {
 		err = req.UnmarshalProto(body)
 	}
 	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
+		s.fail(w, fmt.Errorf("decode traces: %w", err))
 		return
 	}
 	s.mu.Lock()
 	rss := req.Traces().ResourceSpans()
 	for i := 0; i < rss.Len(); i++ {
-		service, _ := rss.At(i).Resource().Attributes().Get("service.name")
+		service := ""
+		if v, ok := rss.At(i).Resource().Attributes().Get("service.name"); ok {
+			service = v.AsString()
+		}
 		sss := rss.At(i).ScopeSpans()
 		for j := 0; j < sss.Len(); j++ {
 			spans := sss.At(j).Spans()
 			for k := 0; k < spans.Len(); k++ {
 				sp := ptrace.NewSpan()
 				spans.At(k).CopyTo(sp)
-				s.spans = append(s.spans, sp)
-				s.res = append(s.res, service.AsString())
+				s.spans = append(s.spans, ReceivedSpan{Span: sp, Service: service})
 			}
 		}
 	}
@@ -85,9 +108,9 @@ func (s *Sink) serveTraces(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Sink) serveMetrics(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(r.Body)
+	body, err := readBody(r)
 	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
+		s.fail(w, err)
 		return
 	}
 	req := pmetricotlp.NewExportRequest()
@@ -97,7 +120,7 @@ func (s *Sink) serveMetrics(w http.ResponseWriter, r *http.Request) {
 		err = req.UnmarshalProto(body)
 	}
 	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
+		s.fail(w, fmt.Errorf("decode metrics: %w", err))
 		return
 	}
 	md := pmetric.NewMetrics()
@@ -125,6 +148,22 @@ func reply(w http.ResponseWriter, r *http.Request, resp marshaler) {
 	_, _ = w.Write(out)
 }
 
+// fail answers 400 and keeps the error for Errors: a payload the sink
+// cannot read is a bug to show, not to hide in the collector's log.
+func (s *Sink) fail(w http.ResponseWriter, err error) {
+	s.mu.Lock()
+	s.errs = append(s.errs, err)
+	s.mu.Unlock()
+	http.Error(w, err.Error(), http.StatusBadRequest)
+}
+
+// Errors returns the payloads the sink could not decode.
+func (s *Sink) Errors() []error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]error(nil), s.errs...)
+}
+
 func (s *Sink) signal() {
 	select {
 	case s.changed <- struct{}{}:
@@ -132,11 +171,17 @@ func (s *Sink) signal() {
 	}
 }
 
-// Spans returns copies of every span received so far, in arrival order.
-func (s *Sink) Spans() []ptrace.Span {
+// ReceivedSpan is a span with the service.name of its resource.
+type ReceivedSpan struct {
+	ptrace.Span
+	Service string
+}
+
+// Spans returns every span received so far, in arrival order.
+func (s *Sink) Spans() []ReceivedSpan {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]ptrace.Span(nil), s.spans...)
+	return append([]ReceivedSpan(nil), s.spans...)
 }
 
 // Span returns the last span received with this name.
@@ -145,7 +190,7 @@ func (s *Sink) Span(name string) (ptrace.Span, bool) {
 	defer s.mu.Unlock()
 	for i := len(s.spans) - 1; i >= 0; i-- {
 		if s.spans[i].Name() == name {
-			return s.spans[i], true
+			return s.spans[i].Span, true
 		}
 	}
 	return ptrace.Span{}, false
