@@ -16,7 +16,7 @@ COUNT     ?= 5
 
 GO_SOURCES := $(shell find . -name '*.go' -not -path './_build/*' -not -path './internal/tools/*') go.mod go.sum
 
-.PHONY: all otelcol jaeger fakellm demo run test unit race fuzz e2e lint bench clean tidy
+.PHONY: all otelcol jaeger fakellm demo run sim test unit race fuzz e2e lint bench clean tidy
 
 all: otelcol
 
@@ -43,6 +43,10 @@ $(DEMO): $(GO_SOURCES)
 ##      (make run JAEGER=1 also starts Jaeger and prints the UI link)
 run: otelcol fakellm demo $(if $(JAEGER),jaeger)
 	$(DEMO) -otelcol $(OTELCOL) -fakellm $(FAKELLM) $(if $(JAEGER),-jaeger $(JAEGER))
+
+## sim: the hedging simulator's table (hedge/README.md): seven policies on the W1 and W2 workloads
+sim:
+	$(GO) run ./cmd/hedgesim -calls 20000 -seed 1
 
 ## test: unit tests with the race detector, short fuzzing of every parser, and the end-to-end tests
 test: race fuzz e2e
