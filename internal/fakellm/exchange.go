@@ -97,7 +97,9 @@ type exchange struct {
 func (s *Server) serveAPI(kind apiKind) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		start := s.clock.Now()
-		rec := s.journal.add(!s.cfg.DiscardBodies, Request{Method: r.Method, Path: r.URL.Path, API: kind.String(), Start: start})
+		rec := s.journal.add(!s.cfg.DiscardBodies, Request{
+			Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), API: kind.String(), Start: start,
+		})
 		// Runs on return and on the deliberate abort panic of early_close alike.
 		defer func() { rec.finish(s.clock.Now()) }()
 		x := &exchange{s: s, kind: kind, w: w, rc: http.NewResponseController(w), ctx: r.Context(), rec: rec, start: start}
@@ -120,6 +122,7 @@ func (x *exchange) serve(r *http.Request) {
 		x.reject(http.StatusBadRequest, "could not read the request body: "+err.Error())
 		return
 	}
+	x.rec.setReceived(body)
 	var wr wireRequest
 	if err := json.Unmarshal(body, &wr); err != nil {
 		x.reject(http.StatusBadRequest, "We could not parse the JSON body of your request: "+err.Error())
@@ -131,7 +134,7 @@ func (x *exchange) serve(r *http.Request) {
 	}
 	x.rec.update(func(q *Request) { q.Model, q.Stream = wr.Model, wr.Stream })
 
-	st, err := x.s.steering(r.Header)
+	st, err := x.s.steering(r.Header, r.PathValue("profile"))
 	if err != nil {
 		x.reject(http.StatusBadRequest, "fakellm: "+err.Error())
 		return
@@ -200,9 +203,19 @@ type steering struct {
 	content string
 }
 
-func (s *Server) steering(h http.Header) (steering, error) {
+// steering resolves the request's profile: script header, then profile header, then the /p/{profile}/
+// path prefix, then the server default.
+func (s *Server) steering(h http.Header, pathProfile string) (steering, error) {
 	st := steering{profile: s.profile, seed: s.cfg.Seed, chunks: s.cfg.Chunks}
 	var errs []error
+	if pathProfile != "" && h.Get(HeaderScript) == "" && h.Get(HeaderProfile) == "" {
+		ps, err := parseProfile(pathProfile)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("path: %w", err))
+		} else {
+			st.profile = ps
+		}
+	}
 	if v := h.Get(HeaderScript); v != "" {
 		sc, err := ParseScript([]byte(v))
 		if err != nil {

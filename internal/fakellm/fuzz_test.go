@@ -24,7 +24,7 @@ func FuzzSteering(f *testing.F) {
 				h.Set(k, v)
 			}
 		}
-		st, err := srv.steering(h)
+		st, err := srv.steering(h, "")
 		if err != nil {
 			return
 		}

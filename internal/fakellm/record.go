@@ -3,6 +3,7 @@ package fakellm
 import (
 	"bytes"
 	"context"
+	"net/http"
 	"slices"
 	"sync"
 	"time"
@@ -15,6 +16,8 @@ type Request struct {
 	Seq    int    `json:"seq"`
 	Method string `json:"method"`
 	Path   string `json:"path"`
+	// Header holds the request headers as received (the log endpoint redacts credentials).
+	Header http.Header `json:"header"`
 	// API is the endpoint's shape: chat.completions, completions, responses or messages.
 	API     string `json:"api"`
 	Model   string `json:"model,omitempty"`
@@ -65,6 +68,7 @@ func (r Request) Keepalives() int { return len(r.KeepaliveTimes) }
 func (r Request) Chunks() int { return len(r.ChunkTimes) }
 
 func (r Request) clone() Request {
+	r.Header = r.Header.Clone()
 	r.ChunkTimes = slices.Clone(r.ChunkTimes)
 	r.KeepaliveTimes = slices.Clone(r.KeepaliveTimes)
 	r.Plan.Gaps = slices.Clone(r.Plan.Gaps)
@@ -82,7 +86,8 @@ type record struct {
 	keepBody   bool
 	mu         sync.Mutex
 	req        Request
-	body       bytes.Buffer
+	body       bytes.Buffer // the response body sent
+	reqBody    []byte       // the request body received
 	onFinish   func(*record)
 	finishOnce sync.Once
 }
@@ -121,6 +126,21 @@ func (r *record) sent() []byte {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return bytes.Clone(r.body.Bytes())
+}
+
+func (r *record) received() []byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return bytes.Clone(r.reqBody)
+}
+
+func (r *record) setReceived(b []byte) {
+	if !r.keepBody {
+		return
+	}
+	r.mu.Lock()
+	r.reqBody = b
+	r.mu.Unlock()
 }
 
 func (r *record) finish(at time.Time) {

@@ -91,10 +91,14 @@ func New(cfg Config) (*Server, error) {
 		cfg.Clock = clockwork.NewRealClock()
 	}
 	s := &Server{cfg: cfg, profile: spec, clock: cfg.Clock, mux: http.NewServeMux(), journal: newJournal()}
-	s.mux.HandleFunc("POST /v1/chat/completions", s.serveAPI(apiChat))
-	s.mux.HandleFunc("POST /v1/completions", s.serveAPI(apiCompletions))
-	s.mux.HandleFunc("POST /v1/responses", s.serveAPI(apiResponses))
-	s.mux.HandleFunc("POST /v1/messages", s.serveAPI(apiMessages))
+	// Each API also answers under /p/{profile}/, so that a client whose headers cannot be set
+	// (a proxy's fixed upstream, an SDK's base URL) still picks a profile.
+	for _, prefix := range []string{"", "/p/{profile}"} {
+		s.mux.HandleFunc("POST "+prefix+"/v1/chat/completions", s.serveAPI(apiChat))
+		s.mux.HandleFunc("POST "+prefix+"/v1/completions", s.serveAPI(apiCompletions))
+		s.mux.HandleFunc("POST "+prefix+"/v1/responses", s.serveAPI(apiResponses))
+		s.mux.HandleFunc("POST "+prefix+"/v1/messages", s.serveAPI(apiMessages))
+	}
 	s.mux.HandleFunc("GET "+RequestsPath, s.serveRequests)
 	s.mux.HandleFunc("DELETE "+RequestsPath, s.serveReset)
 	s.mux.HandleFunc("GET "+RequestsPath+"/{seq}/body", s.serveBody)
@@ -128,6 +132,16 @@ func (s *Server) Sent(seq int) []byte {
 	return rec.sent()
 }
 
+// Received returns the request body of request seq as it arrived (nil if unknown or when
+// DiscardBodies is set).
+func (s *Server) Received(seq int) []byte {
+	rec, ok := s.journal.get(seq)
+	if !ok {
+		return nil
+	}
+	return rec.received()
+}
+
 // WaitFor blocks until at least n API requests have finished (their handler returned) since the
 // last Reset, or ctx is done; it returns the snapshot of all requests either way.
 func (s *Server) WaitFor(ctx context.Context, n int) ([]Request, error) {
@@ -143,7 +157,23 @@ func (s *Server) WaitFor(ctx context.Context, n int) ([]Request, error) {
 func (s *Server) Reset() { s.journal.reset() }
 
 func (s *Server) serveRequests(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, s.Requests())
+	reqs := s.Requests()
+	for i := range reqs {
+		reqs[i].Header = redact(reqs[i].Header)
+	}
+	writeJSON(w, http.StatusOK, reqs)
+}
+
+// credentialHeaders are recorded for Go assertions but never served by the log endpoint.
+var credentialHeaders = []string{"Authorization", "X-Api-Key", "Api-Key", "Cookie", "Proxy-Authorization"}
+
+func redact(h http.Header) http.Header {
+	for _, k := range credentialHeaders {
+		if _, ok := h[k]; ok {
+			h[k] = []string{"[redacted]"}
+		}
+	}
+	return h
 }
 
 func (s *Server) serveReset(w http.ResponseWriter, _ *http.Request) {

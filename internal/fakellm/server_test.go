@@ -16,6 +16,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 	"github.com/openai/openai-go/v3"
+	openaioption "github.com/openai/openai-go/v3/option"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -241,7 +242,7 @@ func TestDeterministicBySeed(t *testing.T) {
 	plan := func(seed uint64) Plan {
 		srv, err := New(Config{Seed: seed, Profile: ProfileStall, TimeFactor: fastFactor})
 		require.NoError(t, err)
-		st, err := srv.steering(http.Header{})
+		st, err := srv.steering(http.Header{}, "")
 		require.NoError(t, err)
 		return st.profile.plan(newRequestRand(st.seed, 0), st.chunks, srv.cfg.TimeFactor)
 	}
@@ -408,4 +409,68 @@ func TestServesOverHTTPServerOnLoopback(t *testing.T) {
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	assert.Equal(t, 3, strings.Count(string(b), `"delta":{"content"`))
+}
+
+func TestPathPrefixSelectsProfile(t *testing.T) {
+	srv, hs := startServer(t, Config{TimeFactor: fastFactor, Chunks: 4})
+	// The SDK's base URL carries the profile: nothing else about the client changes.
+	oc := openAIClient(t, hs, openaioption.WithBaseURL(hs.URL+"/p/http429/v1/"))
+	_, err := oc.Chat.Completions.New(testContext(t), chatParams("gpt-4o"))
+	var oerr *openai.Error
+	require.ErrorAs(t, err, &oerr)
+	assert.Equal(t, http.StatusTooManyRequests, oerr.StatusCode)
+
+	// A header still wins over the path.
+	resp := postJSON(t, testContext(t), hs.URL+"/p/http429/v1/messages", chatStreamBody,
+		map[string]string{HeaderProfile: ProfileBurst})
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	_, err = io.Copy(io.Discard, resp.Body)
+	require.NoError(t, err)
+
+	bad := postJSON(t, testContext(t), hs.URL+"/p/warp/v1/chat/completions", chatStreamBody, nil)
+	assert.Equal(t, http.StatusBadRequest, bad.StatusCode)
+
+	reqs, err := srv.WaitFor(testContext(t), 3)
+	require.NoError(t, err)
+	assert.Equal(t, ProfileHTTP429, reqs[0].Profile)
+	assert.Equal(t, "/p/http429/v1/chat/completions", reqs[0].Path)
+	assert.Equal(t, ProfileBurst, reqs[1].Profile)
+	assert.True(t, reqs[1].Plan.Burst)
+	assert.Contains(t, reqs[2].Error, `unknown profile "warp"`)
+}
+
+func TestRecordsRequestHeadersAndBody(t *testing.T) {
+	srv, hs := startServer(t, Config{Profile: `{"ttft_ms":0}`, Chunks: 2})
+	body := `{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"secret prompt"}]}`
+	resp := postJSON(t, testContext(t), hs.URL+"/v1/chat/completions", body, map[string]string{
+		"Authorization": "Bearer sk-live", "X-Api-Key": "k", "Traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+	})
+	_, err := io.Copy(io.Discard, resp.Body)
+	require.NoError(t, err)
+	rec := waitOne(t, srv)
+	assert.Equal(t, "Bearer sk-live", rec.Header.Get("Authorization"), "the Go API sees what arrived")
+	assert.Equal(t, "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", rec.Header.Get("Traceparent"))
+	assert.Equal(t, []byte(body), srv.Received(0))
+
+	logResp, err := testHTTPClient(t).Get(hs.URL + RequestsPath)
+	require.NoError(t, err)
+	defer logResp.Body.Close()
+	logged, err := io.ReadAll(logResp.Body)
+	require.NoError(t, err)
+	assert.NotContains(t, string(logged), "sk-live", "the log endpoint never serves credentials")
+	assert.Contains(t, string(logged), "[redacted]")
+	assert.Contains(t, string(logged), "0af7651916cd43dd8448eb211c80319c")
+	assert.Equal(t, "Bearer sk-live", srv.Requests()[0].Header.Get("Authorization"), "redaction works on a copy")
+}
+
+func TestDiscardBodies(t *testing.T) {
+	srv, hs := startServer(t, Config{Profile: `{"ttft_ms":0}`, Chunks: 2, DiscardBodies: true})
+	resp := postJSON(t, testContext(t), hs.URL+"/v1/chat/completions", chatStreamBody, nil)
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	rec := waitOne(t, srv)
+	assert.Nil(t, srv.Sent(0))
+	assert.Nil(t, srv.Received(0))
+	assert.Equal(t, len(b), rec.Bytes, "the accounting stays")
+	assert.Len(t, rec.ChunkTimes, 2)
 }
