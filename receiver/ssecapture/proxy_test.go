@@ -363,6 +363,7 @@ func TestProxySecurity(t *testing.T) {
 		"Proxy-Authorization": {"Basic UFJPWFlTRUNSRVQ="},
 		"X-Forwarded-For":     {"10.9.8.7"},
 		"X-Forwarded-Host":    {"evil.example"},
+		"Forwarded":           {"for=10.9.8.7"},
 		"Upgrade":             {"h2c"},
 	}
 	resp, body := post(t, testClient(t), f.proxyURL+shapes[0].path, shapes[0].body, secrets)
