@@ -36,7 +36,7 @@ type piece struct {
 // the request sequence number, so two servers with the same seed answer the same bytes.
 type answer struct {
 	id          string // response id in the provider's format
-	itemID      string // Responses API output item id / Anthropic-less
+	itemID      string // Responses API output item id, without its msg_ or fc_ prefix
 	reasonID    string // Responses API reasoning item id
 	toolCallID  string
 	toolName    string

@@ -84,6 +84,7 @@ func (wr wireRequest) toolName() string {
 // exchange is one API request being answered.
 type exchange struct {
 	s         *Server
+	seq       int
 	kind      apiKind
 	w         http.ResponseWriter
 	rc        *http.ResponseController
@@ -97,18 +98,18 @@ type exchange struct {
 func (s *Server) serveAPI(kind apiKind) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		start := s.clock.Now()
-		rec := s.journal.add(!s.cfg.DiscardBodies, Request{
+		rec, seq := s.journal.add(!s.cfg.DiscardBodies, Request{
 			Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), API: kind.String(), Start: start,
 		})
 		// Runs on return and on the deliberate abort panic of early_close alike.
 		defer func() { rec.finish(s.clock.Now()) }()
-		x := &exchange{s: s, kind: kind, w: w, rc: http.NewResponseController(w), ctx: r.Context(), rec: rec, start: start}
+		x := &exchange{s: s, seq: seq, kind: kind, w: w, rc: http.NewResponseController(w), ctx: r.Context(), rec: rec, start: start}
 		x.serve(r)
 	}
 }
 
 func (x *exchange) serve(r *http.Request) {
-	seq := x.rec.req.Seq
+	seq := x.seq
 	// Request ids come from their own generator so that even rejected requests get one.
 	x.requestID = requestID(x.kind, rand.New(rand.NewPCG(x.s.cfg.Seed^0x9e3779b97f4a7c15, uint64(seq))))
 

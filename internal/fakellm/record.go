@@ -161,13 +161,14 @@ type journal struct {
 
 func newJournal() *journal { return &journal{changed: make(chan struct{})} }
 
-func (j *journal) add(keepBody bool, req Request) *record {
+// add records a new request and returns it with its sequence number.
+func (j *journal) add(keepBody bool, req Request) (*record, int) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	req.Seq = len(j.records)
 	rec := &record{gen: j.gen, keepBody: keepBody, req: req, onFinish: j.finished1}
 	j.records = append(j.records, rec)
-	return rec
+	return rec, req.Seq
 }
 
 func (j *journal) finished1(rec *record) {
