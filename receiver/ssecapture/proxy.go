@@ -50,7 +50,13 @@ func newProxy(ctx context.Context, cfg *ProxyConfig, set component.TelemetrySett
 	if err != nil {
 		return nil, err
 	}
-	client, err := cfg.Upstream.ToClient(ctx, host.GetExtensions(), set)
+	// Without providers, confighttp does not wrap the upstream transport in
+	// otelhttp: that wrapper would start a collector-internal span per call
+	// and replace the traceparent naming our span, and it costs CPU per
+	// chunk. The spans this receiver emits already describe every call.
+	clientSet := set
+	clientSet.TracerProvider, clientSet.MeterProvider = nil, nil
+	client, err := cfg.Upstream.ToClient(ctx, host.GetExtensions(), clientSet)
 	if err != nil {
 		return nil, fmt.Errorf("proxy: upstream client: %w", err)
 	}
