@@ -290,13 +290,15 @@ func TestNonStreamingEarlyCloseFails(t *testing.T) {
 func TestStallKeepalivesFallInsideTheSilences(t *testing.T) {
 	for _, path := range []string{"/v1/chat/completions", "/v1/messages"} {
 		t.Run(path, func(t *testing.T) {
-			srv, hs := startServer(t, Config{Profile: ProfileStallKeepalive, TimeFactor: fastFactor, Seed: 9, Chunks: 10})
+			// 100x faster than life: 50 ms keepalives in silences of about half a second.
+			srv, hs := startServer(t, Config{Profile: ProfileStallKeepalive, TimeFactor: 0.01, Seed: 9, Chunks: 10})
 			resp := postJSON(t, testContext(t), hs.URL+path, chatStreamBody, nil)
 			frames, err := readFrames(t, resp.Body, nil)
 			require.ErrorIs(t, err, io.EOF)
 			rec := waitOne(t, srv)
 			require.NotEmpty(t, rec.Plan.StallAfter)
-			assert.Equal(t, 5*time.Millisecond, rec.Plan.KeepaliveEvery)
+			assert.Equal(t, 50*time.Millisecond, rec.Plan.KeepaliveEvery)
+			t.Logf("stalls after chunks %v: %v", rec.Plan.StallAfter, rec.Plan.Gaps)
 
 			wantKeepalives := 0
 			for _, after := range rec.Plan.StallAfter {

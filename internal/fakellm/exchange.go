@@ -392,17 +392,22 @@ func boolInt(b bool) int {
 	return 0
 }
 
-// waitUntil waits for due, sending a keepalive after every keepaliveEvery of silence (0: none).
+// waitUntil waits for due, sending a keepalive every keepaliveEvery of the silence (0: none).
 // It returns false when the client went away.
 func (x *exchange) waitUntil(due time.Time, keepaliveEvery time.Duration) bool {
+	silentSince := x.lastFrame
 	for {
+		now := x.s.clock.Now()
 		next, keepalive := due, false
 		if keepaliveEvery > 0 {
-			if at := x.lastFrame.Add(keepaliveEvery); at.Before(due) {
-				next, keepalive = at, true
+			// Keepalives tick from the start of the silence like a ticker: a late one does not
+			// push the others back, a missed one is skipped.
+			tick := silentSince.Add((now.Sub(silentSince)/keepaliveEvery + 1) * keepaliveEvery)
+			if tick.Before(due) {
+				next, keepalive = tick, true
 			}
 		}
-		if d := next.Sub(x.s.clock.Now()); d > 0 {
+		if d := next.Sub(now); d > 0 {
 			t := x.s.clock.NewTimer(d)
 			select {
 			case <-x.ctx.Done():
