@@ -56,47 +56,86 @@ func (p *stallProcessor) enrich(ctx context.Context, s *scratch, rs ptrace.Resou
 
 // collectChunkTimes gathers the measurable chunk times of span, sorted, into
 // s.chunkTimes, and with drop_chunk_events marks the chunk events in
-// s.chunkMask. It is the per-event hot path: a name lookup, and OTTL only
+// s.chunkMask. It is the per-event hot path: the default config takes
+// collectByName, a name lookup per event and nothing else; OTTL runs only
 // when chunk_events::conditions are configured.
 func (p *stallProcessor) collectChunkTimes(ctx context.Context, s *scratch, rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, span ptrace.Span) (hasStallEvents bool, err error) {
-	names, conds, drop := p.chunkNames, p.conditions.chunkEvent, p.dropChunks
-	times, mask := s.chunkTimes[:0], s.chunkMask[:0]
-	sorted, last := true, int64(0)
+	c := timeCollector{times: s.chunkTimes[:0]}
+	if len(p.conditions.chunkEvent) == 0 && !p.dropChunks {
+		hasStallEvents = p.collectByName(&c, span.Events())
+	} else {
+		hasStallEvents, err = p.collectSelected(ctx, &c, s, rs, ss, span)
+	}
+	s.chunkTimes = c.sorted()
+	return hasStallEvents, err
+}
+
+func (p *stallProcessor) collectByName(c *timeCollector, events ptrace.SpanEventSlice) (hasStallEvents bool) {
+	names := p.chunkNames
+	for i := 0; i < events.Len(); i++ {
+		ev := events.At(i)
+		if name := ev.Name(); !names.contains(name) {
+			hasStallEvents = hasStallEvents || name == semconv.EventStall
+			continue
+		}
+		c.add(ev.Timestamp())
+	}
+	return hasStallEvents
+}
+
+func (p *stallProcessor) collectSelected(ctx context.Context, c *timeCollector, s *scratch, rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, span ptrace.Span) (hasStallEvents bool, err error) {
+	mask := s.chunkMask[:0]
 	events := span.Events()
 	for i := 0; i < events.Len(); i++ {
 		ev := events.At(i)
 		name := ev.Name()
-		isChunk := names.contains(name)
-		if isChunk && len(conds) > 0 {
+		isChunk := p.chunkNames.contains(name)
+		if isChunk && len(p.conditions.chunkEvent) > 0 {
 			tCtx := ottlspanevent.NewTransformContext(rs, ss, span, ev, ottlspanevent.WithEventIndex(int64(i)))
-			isChunk, err = conds.eval(ctx, tCtx, p.handleError)
+			isChunk, err = p.conditions.chunkEvent.eval(ctx, tCtx, p.handleError)
 			tCtx.Close()
 			if err != nil {
 				return false, err
 			}
 		}
-		if drop {
+		if p.dropChunks {
 			mask = append(mask, isChunk)
 		}
 		if !isChunk {
 			hasStallEvents = hasStallEvents || name == semconv.EventStall
 			continue
 		}
-		// Unset (zero) times and times past 2262, which do not fit the
-		// signed arithmetic of the figures, are not measurable.
-		ts := ev.Timestamp()
-		if ts-1 >= math.MaxInt64 {
-			continue
-		}
-		sorted = sorted && int64(ts) >= last
-		last = int64(ts)
-		times = append(times, last)
+		c.add(ev.Timestamp())
 	}
-	if !sorted {
-		times = figures.PrepareChunkTimes(times)
-	}
-	s.chunkTimes, s.chunkMask = times, mask
+	s.chunkMask = mask
 	return hasStallEvents, nil
+}
+
+// timeCollector accumulates chunk times and notes whether they arrived in
+// order, so that the common, sorted case is never sorted again.
+type timeCollector struct {
+	times    []int64
+	last     int64
+	unsorted bool
+}
+
+func (c *timeCollector) add(ts pcommon.Timestamp) {
+	// Unset (zero) times and times past 2262, which do not fit the signed
+	// arithmetic of the figures, are not measurable.
+	if ts-1 >= math.MaxInt64 {
+		return
+	}
+	t := int64(ts)
+	c.unsorted = c.unsorted || t < c.last
+	c.last = t
+	c.times = append(c.times, t)
+}
+
+func (c *timeCollector) sorted() []int64 {
+	if c.unsorted {
+		return figures.PrepareChunkTimes(c.times)
+	}
+	return c.times
 }
 
 // writeFigures writes the attributes of SPEC section 4 with their presence
