@@ -125,6 +125,10 @@ func Classify(shape Shape, ev *sse.Event) (Frame, error) {
 	)
 	switch shape {
 	case ShapeChatCompletions, ShapeCompletions:
+		if classifyChatFast(data, &f) {
+			return f, nil
+		}
+		f = Frame{}
 		err = classifyChat(data, &f)
 	case ShapeResponses:
 		err = classifyResponses(ev.Type, data, &f)

@@ -294,3 +294,38 @@ func BenchmarkClassify(b *testing.B) {
 		})
 	}
 }
+
+// FuzzChatFastPath: whenever the fast chat classifier takes a frame, it
+// classifies it exactly as the encoding/json one does.
+func FuzzChatFastPath(f *testing.F) {
+	for _, s := range []string{
+		`{"id":"chatcmpl-1","object":"chat.completion.chunk","model":"gpt-4o","choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}]}`,
+		`{"choices":[{"delta":{"role":"assistant","content":"","refusal":null}}],"usage":null}`,
+		`{"choices":[{"text":" world","finish_reason":"stop"},{"delta":{"reasoning_content":"x"}}]}`,
+		`{"ID":"x","choices":[]}`, `{"id":"a","id":"b"}`, `{"choices":[{"delta":{"content":"\u00e9\ud83d\ude00"}}]}`,
+		`{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":"{}"}}]}}]}`, `{"choices":null,"model":null}`,
+		`{"choices":[{"delta":{"content":"\xff"}}]}`, `[1]`, `{"Choices":[{"delta":{"content":"k"}}]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var fast Frame
+		if !classifyChatFast(data, &fast) {
+			return
+		}
+		var slow Frame
+		require.NoError(t, classifyChat(data, &slow), "the fast path took a frame encoding/json rejects")
+		require.Equal(t, slow, fast)
+	})
+}
+
+func BenchmarkClassifyChatSlowPath(b *testing.B) {
+	data := []byte(`{"id":"chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT","object":"chat.completion.chunk","created":1741570283,"model":"gpt-4o-2024-08-06","service_tier":"default","system_fingerprint":"fp_4d82a7f2","choices":[{"index":0,"delta":{"content":" world"},"logprobs":null,"finish_reason":null}],"usage":null}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		var f Frame
+		if err := classifyChat(data, &f); err != nil || f.Kind != KindContent {
+			b.Fatal("not content")
+		}
+	}
+}
