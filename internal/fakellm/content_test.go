@@ -302,14 +302,15 @@ func TestStallKeepalivesFallInsideTheSilences(t *testing.T) {
 
 			wantKeepalives := 0
 			for _, after := range rec.Plan.StallAfter {
-				// One keepalive per full interval of the silence (the last may race the chunk).
+				// One keepalive per full interval of the silence.
 				wantKeepalives += int(rec.Plan.Gaps[after-1] / rec.Plan.KeepaliveEvery)
 			}
 			keepalives := rec.KeepaliveTimes
 			if path == "/v1/messages" {
 				keepalives = keepalives[1:] // the ping right after the first block opens
 			}
-			assert.InDelta(t, wantKeepalives, len(keepalives), float64(len(rec.Plan.StallAfter)))
+			// A stall of the loaded test machine longer than the interval skips a tick.
+			assert.InDelta(t, wantKeepalives, len(keepalives), float64(2*len(rec.Plan.StallAfter)))
 			for _, k := range keepalives {
 				inside := false
 				for _, after := range rec.Plan.StallAfter {
@@ -345,7 +346,8 @@ func TestBurstWritesEverythingAtOnce(t *testing.T) {
 		}
 	}
 	require.Len(t, received, 15)
-	// One write: the client reads all 15 frames back to back.
-	assert.Less(t, received[14].Sub(received[0]), 2*time.Millisecond)
+	// One write: the client reads all 15 frames back to back (the server-side equality above is
+	// the exact proof; this bounds what the client saw, with room for a loaded machine).
+	assert.Less(t, received[14].Sub(received[0]), lateTolerance)
 	assert.Equal(t, rec.Frames, len(frames))
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -96,53 +97,77 @@ const chatStreamBody = `{"model":"gpt-4o","stream":true,"messages":[{"role":"use
 func TestScriptTimingOnTheWire(t *testing.T) {
 	for _, path := range []string{"/v1/chat/completions", "/v1/messages"} {
 		t.Run(path, func(t *testing.T) {
-			srv, hs := startServer(t, Config{})
-			script := `{"ttft_ms":30,"gaps_ms":[10,10,300,10],"keepalive_every_ms":80}`
-			resp := postJSON(t, testContext(t), hs.URL+path, chatStreamBody, map[string]string{HeaderScript: script})
-			require.Equal(t, http.StatusOK, resp.StatusCode)
-			assert.Equal(t, "text/event-stream; charset=utf-8", resp.Header.Get("Content-Type"))
-			frames, err := readFrames(t, resp.Body, nil)
-			require.ErrorIs(t, err, io.EOF)
-			rec := waitOne(t, srv)
-
-			want := []float64{30, 40, 50, 350, 360}
-			t.Logf("chunk offsets %.2f ms, planned %v ms", rec.ChunkOffsetsMillis, want)
-			require.Len(t, rec.ChunkOffsetsMillis, len(want))
-			late := make([]float64, len(want))
-			for i, w := range want {
-				late[i] = rec.ChunkOffsetsMillis[i] - w
-				// Never early; late by timer and scheduling latency only (2 shared cores).
-				assert.GreaterOrEqual(t, rec.ChunkOffsetsMillis[i], w, "chunk %d", i+1)
-				assert.Less(t, rec.ChunkOffsetsMillis[i], w+float64(lateTolerance/time.Millisecond), "chunk %d", i+1)
-			}
-			slices.Sort(late)
-			assert.Less(t, late[len(late)/2], float64(medianLateTolerance/time.Millisecond), "median lateness")
-			var received []time.Time
-			for _, f := range frames {
-				if f.isContent() {
-					received = append(received, f.at)
+			// A stall of the shared test machine can delay one run; a fault in fakellm fails every run.
+			var problems []string
+			for attempt := 1; attempt <= 3; attempt++ {
+				if problems = scriptTimingRun(t, path); len(problems) == 0 {
+					return
 				}
+				t.Logf("attempt %d: %s", attempt, strings.Join(problems, "; "))
 			}
-			require.Len(t, received, len(want))
-			for i := range received {
-				// Each frame is flushed on its own: the client sees it as soon as it was sent.
-				lag := received[i].Sub(rec.ChunkTimes[i])
-				assert.Less(t, lag, lateTolerance, "chunk %d reached the client %v after it was flushed", i+1, lag)
-			}
-			// The 300 ms silence holds keepalives at about 80, 160 and 240 ms; the real Anthropic ping
-			// after the first block opens comes on top.
-			keepalives := 3
-			if path == "/v1/messages" {
-				keepalives = 4
-			}
-			assert.Equal(t, keepalives, rec.Keepalives())
-			for _, k := range rec.KeepaliveTimes[keepalives-3:] {
-				assert.True(t, k.After(rec.ChunkTimes[2]) && k.Before(rec.ChunkTimes[3]), "keepalive at %v outside the silence", k)
-			}
-			assert.Equal(t, rec.Frames, len(frames))
-			assert.True(t, rec.Completed)
+			t.Errorf("timing off in every attempt: %s", strings.Join(problems, "; "))
 		})
 	}
+}
+
+// scriptTimingRun streams one scripted response; it asserts what load cannot change and returns
+// the precision problems, which load can cause.
+func scriptTimingRun(t *testing.T, path string) []string {
+	srv, hs := startServer(t, Config{})
+	script := `{"ttft_ms":30,"gaps_ms":[10,10,300,10],"keepalive_every_ms":80}`
+	resp := postJSON(t, testContext(t), hs.URL+path, chatStreamBody, map[string]string{HeaderScript: script})
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, "text/event-stream; charset=utf-8", resp.Header.Get("Content-Type"))
+	frames, err := readFrames(t, resp.Body, nil)
+	require.ErrorIs(t, err, io.EOF)
+	rec := waitOne(t, srv)
+	assert.True(t, rec.Completed)
+	assert.Equal(t, rec.Frames, len(frames))
+
+	var problems []string
+	want := []float64{30, 40, 50, 350, 360}
+	t.Logf("chunk offsets %.2f ms, planned %v ms", rec.ChunkOffsetsMillis, want)
+	require.Len(t, rec.ChunkOffsetsMillis, len(want))
+	late := make([]float64, len(want))
+	for i, w := range want {
+		late[i] = rec.ChunkOffsetsMillis[i] - w
+		assert.GreaterOrEqual(t, rec.ChunkOffsetsMillis[i], w, "chunk %d is early", i+1)
+		if late[i] >= float64(lateTolerance/time.Millisecond) {
+			problems = append(problems, fmt.Sprintf("chunk %d late by %.2f ms", i+1, late[i]))
+		}
+	}
+	slices.Sort(late)
+	if m := late[len(late)/2]; m >= float64(medianLateTolerance/time.Millisecond) {
+		problems = append(problems, fmt.Sprintf("median lateness %.2f ms", m))
+	}
+	var received []time.Time
+	for _, f := range frames {
+		if f.isContent() {
+			received = append(received, f.at)
+		}
+	}
+	require.Len(t, received, len(want))
+	for i := range received {
+		// Each frame is flushed on its own: the client sees it as soon as it was sent.
+		if lag := received[i].Sub(rec.ChunkTimes[i]); lag >= lateTolerance {
+			problems = append(problems, fmt.Sprintf("chunk %d reached the client %v after it was flushed", i+1, lag))
+		}
+	}
+	// The 300 ms silence holds keepalives at about 80, 160 and 240 ms; the real Anthropic ping
+	// after the first block opens comes first.
+	keepalives := rec.KeepaliveTimes
+	if path == "/v1/messages" {
+		require.NotEmpty(t, keepalives)
+		assert.True(t, keepalives[0].Before(rec.ChunkTimes[0]))
+		keepalives = keepalives[1:]
+	}
+	if len(keepalives) != 3 {
+		problems = append(problems, fmt.Sprintf("%d keepalives in the silence, want 3", len(keepalives)))
+	}
+	for _, k := range keepalives {
+		assert.True(t, k.After(rec.ChunkTimes[2]) && k.Before(rec.ChunkTimes[3]), "keepalive at %v outside the silence", k.Sub(rec.Start))
+	}
+	return problems
 }
 
 func TestClientDisconnectStopsTheStream(t *testing.T) {
