@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -156,6 +157,33 @@ func BenchmarkStallBaseline(b *testing.B) {
 		times = baselineEnrich(td, times)
 	}
 	reportPerSpan(b)
+}
+
+// BenchmarkStallVsBaseline alternates the two on fresh copies in every
+// iteration, so that both see the same interference from other processes on
+// a shared machine, and reports their ratio.
+func BenchmarkStallVsBaseline(b *testing.B) {
+	proc, err := NewFactory().CreateTraces(context.Background(), newTestSettings(b), createDefaultConfig(), consumertest.NewNop())
+	require.NoError(b, err)
+	input := benchmarkInput()
+	ctx := context.Background()
+	var times []int64
+	var procTime, baseTime time.Duration
+	for b.Loop() {
+		td := freshCopy(b, input)
+		start := time.Now()
+		if err := proc.ConsumeTraces(ctx, td); err != nil {
+			b.Fatal(err)
+		}
+		procTime += time.Since(start)
+		td = freshCopy(b, input)
+		start = time.Now()
+		times = baselineEnrich(td, times)
+		baseTime += time.Since(start)
+	}
+	b.ReportMetric(float64(procTime.Nanoseconds())/float64(b.N*benchSpans), "processor-ns/span")
+	b.ReportMetric(float64(baseTime.Nanoseconds())/float64(b.N*benchSpans), "baseline-ns/span")
+	b.ReportMetric(float64(procTime)/float64(baseTime), "ratio")
 }
 
 // Allocations depend on the spans and the stalls written, never on the number
