@@ -213,7 +213,7 @@ func TestFakeClockDrivesTheStream(t *testing.T) {
 			done <- nil
 			return
 		}
-		defer resp.Body.Close()
+		defer func() { _ = resp.Body.Close() }()
 		b, _ := io.ReadAll(resp.Body)
 		done <- b
 	}()
@@ -288,7 +288,7 @@ func TestRequestLogEndpoint(t *testing.T) {
 
 	resp, err := client.Get(hs.URL + RequestsPath)
 	require.NoError(t, err)
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	var logged []Request
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&logged))
@@ -308,7 +308,7 @@ func TestRequestLogEndpoint(t *testing.T) {
 
 	body, err := client.Get(hs.URL + RequestsPath + "/1/body")
 	require.NoError(t, err)
-	defer body.Body.Close()
+	defer func() { _ = body.Body.Close() }()
 	b, err := io.ReadAll(body.Body)
 	require.NoError(t, err)
 	assert.Equal(t, srv.Sent(1), b)
@@ -316,14 +316,14 @@ func TestRequestLogEndpoint(t *testing.T) {
 
 	missing, err := client.Get(hs.URL + RequestsPath + "/7/body")
 	require.NoError(t, err)
-	defer missing.Body.Close()
+	defer func() { _ = missing.Body.Close() }()
 	assert.Equal(t, http.StatusNotFound, missing.StatusCode)
 
 	req, err := http.NewRequest(http.MethodDelete, hs.URL+RequestsPath, nil)
 	require.NoError(t, err)
 	del, err := client.Do(req)
 	require.NoError(t, err)
-	defer del.Body.Close()
+	defer func() { _ = del.Body.Close() }()
 	assert.Equal(t, http.StatusNoContent, del.StatusCode)
 	assert.Empty(t, srv.Requests())
 	assert.Nil(t, srv.Sent(0))
@@ -479,7 +479,7 @@ func TestRecordsRequestHeadersAndBody(t *testing.T) {
 
 	logResp, err := testHTTPClient(t).Get(hs.URL + RequestsPath)
 	require.NoError(t, err)
-	defer logResp.Body.Close()
+	defer func() { _ = logResp.Body.Close() }()
 	logged, err := io.ReadAll(logResp.Body)
 	require.NoError(t, err)
 	assert.NotContains(t, string(logged), "sk-live", "the log endpoint never serves credentials")
