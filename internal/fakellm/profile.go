@@ -55,10 +55,10 @@ const (
 	maxStalls       = 3
 	keepaliveEvery  = 5 * time.Second
 	retryAfterDelay = 2 * time.Second
-
-	// MaxChunks bounds the chunk count a request may ask for.
-	MaxChunks = 100000
 )
+
+// MaxChunks bounds the chunk count a request may ask for.
+const MaxChunks = 100000
 
 var errUnknownProfile = errors.New("unknown profile")
 
