@@ -35,10 +35,10 @@ const (
 // ingestError is a rejected request: its status, message, and the record
 // and field at fault when there is one (Record is -1 otherwise).
 type ingestError struct {
-	Status  int    `json:"-"`
-	Message string `json:"error"`
-	Record  int    `json:"record"`
-	Field   string `json:"field,omitempty"`
+	Status  int
+	Message string
+	Record  int
+	Field   string
 }
 
 func (e *ingestError) Error() string {
