@@ -453,7 +453,7 @@ func putValue(raw json.RawMessage, v pcommon.Value, allowArray bool) error {
 		}
 		hasDouble := false
 		for i := range s.Len() {
-			if s.At(i).Type() != s.At(0).Type() && !(isNumeric(s.At(i)) && isNumeric(s.At(0))) {
+			if s.At(i).Type() != s.At(0).Type() && (!isNumeric(s.At(i)) || !isNumeric(s.At(0))) {
 				return errors.New("array elements must all have one type")
 			}
 			hasDouble = hasDouble || s.At(i).Type() == pcommon.ValueTypeDouble

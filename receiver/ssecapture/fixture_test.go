@@ -157,7 +157,7 @@ func post(t *testing.T, client *http.Client, url, body string, header http.Heade
 	}
 	resp, err := client.Do(req)
 	require.NoError(t, err)
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	got, _ := io.ReadAll(resp.Body)
 	return resp, got
 }

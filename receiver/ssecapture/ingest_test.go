@@ -47,7 +47,7 @@ func postIngest(t *testing.T, url, contentType string, body []byte, header http.
 	}
 	resp, err := testClient(t).Do(req)
 	require.NoError(t, err)
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	raw, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	var reply ingestReply

@@ -39,7 +39,7 @@ func TestStartShutdownTwiceSameInstance(t *testing.T) {
 func TestStartFailsOnBusyPort(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	defer ln.Close()
+	defer func() { _ = ln.Close() }()
 	cfg := NewFactory().CreateDefaultConfig().(*Config)
 	p := cfg.Proxy.GetOrInsertDefault()
 	p.NetAddr.Endpoint = "127.0.0.1:0"
@@ -78,7 +78,7 @@ func TestShutdownCutsStreams(t *testing.T) {
 	req.Header = scriptHeader(t, fakellm.Script{TTFTMillis: 1, GapsMillis: []float64{60000}})
 	resp, err := testClient(t).Do(req)
 	require.NoError(t, err)
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	_, err = bufio.NewReader(resp.Body).ReadString('\n')
 	require.NoError(t, err)
 

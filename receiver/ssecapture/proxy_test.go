@@ -228,7 +228,7 @@ func TestProxyClientDisconnect(t *testing.T) {
 	req.Header = scriptHeader(t, script)
 	resp, err := testClient(t).Do(req)
 	require.NoError(t, err)
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	// Read until the second content chunk has arrived: the stall follows.
 	r := bufio.NewReader(resp.Body)
 	contents := 0
@@ -385,7 +385,7 @@ func TestProxySecurity(t *testing.T) {
 	// An absolute-form request URI and a Host header naming another server.
 	conn, err := net.Dial("tcp", strings.TrimPrefix(f.proxyURL, "http://"))
 	require.NoError(t, err)
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	evilHost := strings.TrimPrefix(evil.URL, "http://")
 	_, err = fmt.Fprintf(conn, "POST %s/v1/chat/completions HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
 		evil.URL, evilHost, len(shapes[0].body), shapes[0].body)

@@ -45,12 +45,6 @@ func (w *wireTap) bytes() []byte {
 	return bytes.Clone(w.buf.Bytes())
 }
 
-func (w *wireTap) reset() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.buf.Reset()
-}
-
 type tappedBody struct {
 	io.ReadCloser
 	tap *wireTap

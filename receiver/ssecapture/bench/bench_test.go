@@ -120,7 +120,7 @@ func BenchmarkChunkLatency(b *testing.B) {
 			b.ReportMetric(micros(cpu-directCPU), "µs-cpu/chunk-added-"+p.name)
 		}
 	}
-	fmt.Fprint(os.Stdout, table.String())
+	_, _ = fmt.Fprint(os.Stdout, table.String())
 }
 
 // BenchmarkConcurrentStreams runs 1,000 simultaneous streams (20 chunks,
@@ -163,7 +163,7 @@ func BenchmarkConcurrentStreams(b *testing.B) {
 			if errs > 0 {
 				b.Errorf("%s: %d of %d streams failed, first: %v", p.name, errs, streams, err)
 			}
-			fmt.Fprintf(os.Stdout, "%-12s %d concurrent streams: %d chunks in %v, %d errors\n", p.name, streams, len(lat), elapsed.Round(time.Millisecond), errs)
+			_, _ = fmt.Fprintf(os.Stdout, "%-12s %d concurrent streams: %d chunks in %v, %d errors\n", p.name, streams, len(lat), elapsed.Round(time.Millisecond), errs)
 		}
 	}
 	var table strings.Builder
@@ -186,7 +186,7 @@ func BenchmarkConcurrentStreams(b *testing.B) {
 	var spans int
 	_, _ = fmt.Sscanf(out, "spans %d", &spans)
 	fmt.Fprintf(&table, "sse_capture delivered %d spans to its pipeline for %d streams\n", spans, runs*streams)
-	fmt.Fprint(os.Stdout, table.String())
+	_, _ = fmt.Fprint(os.Stdout, table.String())
 	if spans != runs*streams {
 		b.Errorf("%d spans reached the pipeline, want %d", spans, runs*streams)
 	}
@@ -245,6 +245,6 @@ func BenchmarkIngest(b *testing.B) {
 	secs := b.Elapsed().Seconds()
 	b.ReportMetric(float64(b.N*batches*records)/secs, "records/s")
 	b.ReportMetric(float64(b.N*batches*records*chunks)/secs, "chunk-events/s")
-	fmt.Fprintf(os.Stdout, "\ningest: %.0f records/s, %.0f chunk events/s (%d records of %d chunks per request, %d clients), %d failed requests\n",
+	_, _ = fmt.Fprintf(os.Stdout, "\ningest: %.0f records/s, %.0f chunk events/s (%d records of %d chunks per request, %d clients), %d failed requests\n",
 		float64(b.N*batches*records)/secs, float64(b.N*batches*records*chunks)/secs, records, chunks, clients, failed.Load())
 }

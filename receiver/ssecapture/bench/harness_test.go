@@ -292,7 +292,7 @@ func stream(ctx context.Context, client *http.Client, base string, header http.H
 	if err != nil {
 		return streamResult{err: err}
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(resp.Body)
 		return streamResult{err: fmt.Errorf("status %d: %s", resp.StatusCode, b)}
