@@ -81,7 +81,9 @@ func newCall(p *proxy, r *http.Request, shape llmstream.Shape, body []byte) *cal
 	inbound := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), propagation.HeaderCarrier(r.Header)))
 	cfg := trace.SpanContextConfig{TraceFlags: trace.FlagsSampled, SpanID: newSpanID()}
 	if inbound.IsValid() {
-		cfg.TraceID, cfg.TraceState = inbound.TraceID(), inbound.TraceState()
+		// The caller's sampling decision travels on upstream; the span itself
+		// is always recorded: measuring every stream is this receiver's job.
+		cfg.TraceID, cfg.TraceState, cfg.TraceFlags = inbound.TraceID(), inbound.TraceState(), inbound.TraceFlags()
 		c.parent = pcommon.SpanID(inbound.SpanID())
 	} else {
 		cfg.TraceID = newTraceID()

@@ -329,12 +329,22 @@ func TestProxyTraceContextAndBaggage(t *testing.T) {
 	_, leaked := span.Attributes().Get("user.id")
 	assert.False(t, leaked, "only llm.hedge.* baggage is recorded")
 
+	// An unsampled caller stays unsampled upstream; the span is still recorded.
+	f.fake.Reset()
+	resp, _ = post(t, testClient(t), f.proxyURL+shapes[0].path, shapes[0].body, http.Header{
+		"Traceparent": {"00-" + inTrace + "-" + inSpan + "-00"},
+	})
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	unsampled := f.spans(t, 2)[1]
+	up, _ = f.log.last(t)
+	assert.Equal(t, "00-"+inTrace+"-"+unsampled.SpanID().String()+"-00", up.Get("Traceparent"))
+
 	// Without an inbound traceparent, the span starts a trace and upstream
 	// sees it.
 	f.fake.Reset()
 	resp, _ = post(t, testClient(t), f.proxyURL+shapes[0].path, shapes[0].body, nil)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
-	root := f.spans(t, 2)[1]
+	root := f.spans(t, 3)[2]
 	assert.True(t, root.ParentSpanID().IsEmpty())
 	up, _ = f.log.last(t)
 	assert.Equal(t, "00-"+root.TraceID().String()+"-"+root.SpanID().String()+"-01", up.Get("Traceparent"))
