@@ -140,7 +140,7 @@ func TestJaegerEndToEnd(t *testing.T) {
 	require.Equal(t, http.StatusOK, status, resp)
 
 	proxyService := waitService(ctx, t, j, "openllmetry-app")
-	t.Logf("the proxy's spans are filed under service %q", proxyService)
+	assert.Equal(t, "sse_capture", proxyService, "without service_name the proxy's spans are filed under its component ID")
 
 	// Tag search: the two-stall stream, and only it.
 	var stalled []localstack.JaegerTrace

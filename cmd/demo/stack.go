@@ -18,6 +18,7 @@ receivers:
   sse_capture:
     proxy:
       endpoint: 127.0.0.1:${PROXY}
+      service_name: ${SERVICE}
       upstream:
         endpoint: ${FAKELLM}
   otlp:
@@ -62,7 +63,8 @@ const jaegerExporter = `  otlp_grpc/jaeger:
     tls:
       insecure: true`
 
-// proxyService is the service.name the demo's clients announce.
+// proxyService is the service.name of the proxy's spans (the hedging
+// client's are filed under proxyService-gateway).
 const proxyService = "streamstall-demo"
 
 type stack struct {
@@ -132,7 +134,7 @@ func startStack(ctx context.Context, o options) (_ *stack, err error) {
 		jaegerPipe = ", otlp_grpc/jaeger"
 	}
 	cfg := localstack.Fill(collectorConfig, "PROXY", proxyPort, "FAKELLM", s.fakellmURL, "OTLP", otlpPort,
-		"SINK", s.sink.URL, "PROM", promPort, "HEALTH", healthPort,
+		"SINK", s.sink.URL, "PROM", promPort, "HEALTH", healthPort, "SERVICE", proxyService,
 		"JAEGER_EXPORTER", jaegerExp, "JAEGER_PIPELINE", jaegerPipe)
 	cfgPath, err := localstack.WriteFile(s.dir, "otelcol.yaml", cfg)
 	if err != nil {

@@ -319,7 +319,9 @@ func (c *call) outcome() string {
 func (c *call) finish() {
 	end := c.p.clock.Now().UnixNano()
 	td := ptrace.NewTraces()
-	ss := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty()
+	rs := td.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutStr(semconv.AttrServiceName, c.p.service)
+	ss := rs.ScopeSpans().AppendEmpty()
 	ss.Scope().SetName(metadata.ScopeName)
 	span := ss.Spans().AppendEmpty()
 	c.fillSpan(span, end)

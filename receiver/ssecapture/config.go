@@ -27,6 +27,9 @@ type ProxyConfig struct {
 	Upstream confighttp.ClientConfig `mapstructure:"upstream"`
 	// Provider is gen_ai.provider.name; empty infers it from the API shape.
 	Provider string `mapstructure:"provider"`
+	// ServiceName is the service.name of the spans' resource: the proxy
+	// speaks for the clients behind it. Empty: the receiver's component ID.
+	ServiceName string `mapstructure:"service_name"`
 	// RecordKeepalives records non-content frames as llm.stream.keepalive events.
 	RecordKeepalives bool `mapstructure:"record_keepalives"`
 	// MaxRequestBody bounds a request body in bytes; larger ones get 413.

@@ -30,6 +30,7 @@ import (
 // ErrorHandler answers 502/504 in JSON.
 type proxy struct {
 	cfg           *ProxyConfig
+	service       string // service.name of every span's resource
 	upstream      *url.URL
 	serverAddress string
 	serverPort    int64
@@ -43,7 +44,7 @@ type proxy struct {
 
 type callKey struct{}
 
-func newProxy(ctx context.Context, cfg *ProxyConfig, set component.TelemetrySettings, host component.Host,
+func newProxy(ctx context.Context, cfg *ProxyConfig, service string, set component.TelemetrySettings, host component.Host,
 	clock clockwork.Clock, queue *spanQueue, tb *metadata.TelemetryBuilder,
 ) (*proxy, error) {
 	upstream, err := parseUpstream(cfg.Upstream.Endpoint)
@@ -61,7 +62,8 @@ func newProxy(ctx context.Context, cfg *ProxyConfig, set component.TelemetrySett
 		return nil, fmt.Errorf("proxy: upstream client: %w", err)
 	}
 	p := &proxy{
-		cfg: cfg, upstream: upstream, clock: clock, queue: queue, telemetry: tb, logger: set.Logger,
+		service: service,
+		cfg:     cfg, upstream: upstream, clock: clock, queue: queue, telemetry: tb, logger: set.Logger,
 	}
 	p.serverAddress, p.serverPort = serverAddressPort(upstream)
 	errorLog, err := zap.NewStdLogAt(set.Logger, zapcore.DebugLevel)

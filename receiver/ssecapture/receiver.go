@@ -71,7 +71,11 @@ func (r *sseCaptureReceiver) Start(ctx context.Context, host component.Host) err
 	if r.cfg.Proxy.HasValue() {
 		pcfg := r.cfg.Proxy.Get()
 		r.queue = newSpanQueue(pcfg.QueueSize, r.next, r.obsProxy, r.telemetry)
-		p, err := newProxy(ctx, pcfg, r.settings.TelemetrySettings, host, r.clock, r.queue, r.telemetry)
+		service := pcfg.ServiceName
+		if service == "" {
+			service = r.settings.ID.String()
+		}
+		p, err := newProxy(ctx, pcfg, service, r.settings.TelemetrySettings, host, r.clock, r.queue, r.telemetry)
 		if err != nil {
 			return errors.Join(err, r.Shutdown(ctx))
 		}
