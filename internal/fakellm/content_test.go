@@ -309,8 +309,12 @@ func TestStallKeepalivesFallInsideTheSilences(t *testing.T) {
 			if path == "/v1/messages" {
 				keepalives = keepalives[1:] // the ping right after the first block opens
 			}
-			// A stall of the loaded test machine longer than the interval skips a tick.
-			assert.InDelta(t, wantKeepalives, len(keepalives), float64(2*len(rec.Plan.StallAfter)))
+			// A stall of the loaded test machine longer than the interval skips
+			// a tick (under -race on a busy CI machine, most of them), so only
+			// the bounds are firm: never more than the silences hold, and at
+			// least one in each.
+			assert.LessOrEqual(t, len(keepalives), wantKeepalives+len(rec.Plan.StallAfter))
+			assert.GreaterOrEqual(t, len(keepalives), len(rec.Plan.StallAfter))
 			for _, k := range keepalives {
 				inside := false
 				for _, after := range rec.Plan.StallAfter {
