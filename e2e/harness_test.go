@@ -9,7 +9,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -73,15 +72,22 @@ func waitHTTP(t *testing.T, p *localstack.Process, url string, want int) {
 	}
 }
 
-// collector starts otelcol-streamstall with config and waits for health_check.
-func collector(t *testing.T, config string, healthPort int) *localstack.Process {
+// collector starts otelcol-streamstall with config (health_check merged in)
+// and waits until it is ready; it is stopped when the test ends.
+func collector(t *testing.T, config string) *localstack.Process {
 	t.Helper()
-	cfg, err := localstack.WriteFile(t.TempDir(), "otelcol.yaml", config)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	p, err := localstack.StartCollector(ctx, binary(t, "STREAMSTALL_OTELCOL", "otelcol-streamstall"), t.TempDir(), config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := start(t, "otelcol-streamstall", binary(t, "STREAMSTALL_OTELCOL", "otelcol-streamstall"), "--config", cfg)
-	waitHTTP(t, p, fmt.Sprintf("http://127.0.0.1:%d/", healthPort), http.StatusOK)
+	t.Cleanup(func() {
+		p.Stop(10 * time.Second)
+		if t.Failed() {
+			t.Logf("---- otelcol-streamstall output ----\n%s", p.Output())
+		}
+	})
 	return p
 }
 

@@ -44,14 +44,7 @@ exporters:
     endpoint: ${JAEGER}
     tls:
       insecure: true
-extensions:
-  health_check:
-    endpoint: 127.0.0.1:${HEALTH}
 service:
-  extensions: [health_check]
-  telemetry:
-    metrics:
-      level: none
   pipelines:
     traces:
       receivers: [sse_capture, otlp]
@@ -96,9 +89,9 @@ func chat(ctx context.Context, t *testing.T, proxy, model, script string, hdr ma
 func TestJaegerEndToEnd(t *testing.T) {
 	j := startJaeger(t)
 	fake := startFakellm(t)
-	proxyPort, otlpPort, healthPort := freePort(t), freePort(t), freePort(t)
+	proxyPort, otlpPort := freePort(t), freePort(t)
 	collector(t, fill(jaegerPipelineConfig, "PROXY", proxyPort, "FAKELLM", fake, "OTLP", otlpPort,
-		"JAEGER", j.OTLPGRPC, "HEALTH", healthPort), healthPort)
+		"JAEGER", j.OTLPGRPC))
 	proxy := fmt.Sprintf("http://127.0.0.1:%d", proxyPort)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

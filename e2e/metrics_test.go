@@ -35,14 +35,7 @@ connectors:
 exporters:
   prometheus:
     endpoint: 127.0.0.1:${PROM}
-extensions:
-  health_check:
-    endpoint: 127.0.0.1:${HEALTH}
 service:
-  extensions: [health_check]
-  telemetry:
-    metrics:
-      level: none
   pipelines:
     traces:
       receivers: [otlp]
@@ -103,8 +96,8 @@ func series(mfs map[string]*dto.MetricFamily, name string, want map[string]strin
 // the connector's metrics, with the expected counts, in a Prometheus scrape;
 // the Grafana dashboard's queries use only names that scrape has.
 func TestPrometheusScrape(t *testing.T) {
-	otlpPort, promPort, healthPort := freePort(t), freePort(t), freePort(t)
-	collector(t, fill(metricsPipelineConfig, "OTLP", otlpPort, "PROM", promPort, "HEALTH", healthPort), healthPort)
+	otlpPort, promPort := freePort(t), freePort(t)
+	collector(t, fill(metricsPipelineConfig, "OTLP", otlpPort, "PROM", promPort))
 
 	td := ptrace.NewTraces()
 	rs := td.ResourceSpans().AppendEmpty()

@@ -36,14 +36,7 @@ exporters:
       enabled: false
     sending_queue:
       enabled: false
-extensions:
-  health_check:
-    endpoint: 127.0.0.1:${HEALTH}
 service:
-  extensions: [health_check]
-  telemetry:
-    metrics:
-      level: none
   pipelines:
     traces:
       receivers: [otlp]
@@ -78,8 +71,8 @@ func streamingSpan(ss ptrace.ScopeSpans, name, eventName string, start time.Time
 // collector and checks the figures of SPEC section 4 on what comes out.
 func TestCollectorEnrichesSpans(t *testing.T) {
 	sink := startSink(t)
-	otlpPort, healthPort := freePort(t), freePort(t)
-	collector(t, fill(processorConfig, "OTLP", otlpPort, "SINK", sink.URL, "HEALTH", healthPort), healthPort)
+	otlpPort := freePort(t)
+	collector(t, fill(processorConfig, "OTLP", otlpPort, "SINK", sink.URL))
 
 	td := ptrace.NewTraces()
 	rs := td.ResourceSpans().AppendEmpty()

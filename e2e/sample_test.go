@@ -29,14 +29,7 @@ exporters:
   otlp_http:
     endpoint: ${SINK}
     encoding: json
-extensions:
-  health_check:
-    endpoint: 127.0.0.1:${HEALTH}
 service:
-  extensions: [health_check]
-  telemetry:
-    metrics:
-      level: none
   pipelines:
     traces:
       receivers: [otlp]
@@ -50,8 +43,8 @@ func TestSampleSpansWithCurl(t *testing.T) {
 	curl, err := exec.LookPath("curl")
 	require.NoError(t, err, "curl is needed for this test (apt-get install curl)")
 	sink := startSink(t)
-	otlpPort, healthPort := freePort(t), freePort(t)
-	collector(t, fill(sampleConfig, "OTLP", otlpPort, "SINK", sink.URL, "HEALTH", healthPort), healthPort)
+	otlpPort := freePort(t)
+	collector(t, fill(sampleConfig, "OTLP", otlpPort, "SINK", sink.URL))
 
 	out, err := exec.Command(curl, "-sS", "--fail-with-body", "-H", "Content-Type: application/json",
 		"--data-binary", "@../testdata/openllmetry-streams.json", fmt.Sprintf("http://127.0.0.1:%d/v1/traces", otlpPort)).CombinedOutput()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"time"
 
 	"github.com/streamstall/streamstall/internal/localstack"
@@ -40,14 +39,7 @@ exporters:
   prometheus:
     endpoint: 127.0.0.1:${PROM}
 ${JAEGER_EXPORTER}
-extensions:
-  health_check:
-    endpoint: 127.0.0.1:${HEALTH}
 service:
-  extensions: [health_check]
-  telemetry:
-    metrics:
-      level: none
   pipelines:
     traces:
       receivers: [sse_capture, otlp]
@@ -96,13 +88,13 @@ func startStack(ctx context.Context, o options) (_ *stack, err error) {
 	if s.dir, err = localstack.TempDir(); err != nil {
 		return nil, err
 	}
-	ports := make([]int, 6)
+	ports := make([]int, 4)
 	for i := range ports {
 		if ports[i], err = localstack.FreePort(); err != nil {
 			return nil, err
 		}
 	}
-	fakellmPort, proxyPort, otlpPort, promPort, healthPort := ports[0], ports[1], ports[2], ports[3], ports[4]
+	fakellmPort, proxyPort, otlpPort, promPort := ports[0], ports[1], ports[2], ports[3]
 	s.fakellmURL = fmt.Sprintf("http://127.0.0.1:%d", fakellmPort)
 	s.proxyURL = fmt.Sprintf("http://127.0.0.1:%d", proxyPort)
 	s.otlpURL = fmt.Sprintf("http://127.0.0.1:%d", otlpPort)
@@ -134,20 +126,12 @@ func startStack(ctx context.Context, o options) (_ *stack, err error) {
 		jaegerPipe = ", otlp_grpc/jaeger"
 	}
 	cfg := localstack.Fill(collectorConfig, "PROXY", proxyPort, "FAKELLM", s.fakellmURL, "OTLP", otlpPort,
-		"SINK", s.sink.URL, "PROM", promPort, "HEALTH", healthPort, "SERVICE", proxyService,
+		"SINK", s.sink.URL, "PROM", promPort, "SERVICE", proxyService,
 		"JAEGER_EXPORTER", jaegerExp, "JAEGER_PIPELINE", jaegerPipe)
-	cfgPath, err := localstack.WriteFile(s.dir, "otelcol.yaml", cfg)
-	if err != nil {
-		return nil, err
-	}
-	col, err := localstack.Start("otelcol-streamstall", o.otelcol, "--config", cfgPath)
+	col, err := localstack.StartCollector(startCtx, o.otelcol, s.dir, cfg)
 	if err != nil {
 		return nil, err
 	}
 	s.procs = append(s.procs, col)
-	if err := col.WaitHTTP(startCtx, fmt.Sprintf("http://127.0.0.1:%d/", healthPort), http.StatusOK); err != nil {
-		return nil, err
-	}
-	s.dir = filepath.Clean(s.dir)
 	return s, nil
 }

@@ -1,0 +1,50 @@
+package localstack
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// healthConfig is merged into every collector config the stack starts: the
+// health_check extension tells when the collector is ready, and the
+// collector's own metrics stay off (no port to collide on).
+const healthConfig = `
+extensions:
+  health_check:
+    endpoint: 127.0.0.1:${HEALTH}
+service:
+  extensions: [health_check]
+  telemetry:
+    metrics:
+      level: none
+`
+
+// StartCollector writes config (receivers, processors, exporters,
+// connectors and pipelines) into dir and runs the ocb-built collector bin
+// with it, merged with a health_check config; it returns once the collector
+// reports ready.
+func StartCollector(ctx context.Context, bin, dir, config string) (*Process, error) {
+	health, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	main, err := WriteFile(dir, "otelcol.yaml", config)
+	if err != nil {
+		return nil, err
+	}
+	extra, err := WriteFile(dir, "otelcol-health.yaml", Fill(healthConfig, "HEALTH", health))
+	if err != nil {
+		return nil, err
+	}
+	p, err := Start("otelcol-streamstall", bin, "--config", main, "--config", extra)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.WaitHTTP(ctx, fmt.Sprintf("http://127.0.0.1:%d/", health), http.StatusOK); err != nil {
+		p.Stop(5 * time.Second)
+		return nil, err
+	}
+	return p, nil
+}
