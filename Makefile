@@ -7,7 +7,7 @@ GO        ?= go
 TOOLS     := $(GO) tool -modfile=internal/tools/go.mod
 BUILD     := _build
 OTELCOL   := $(BUILD)/otelcol-streamstall
-JAEGER    := $(BUILD)/jaeger
+JAEGER_BIN := $(BUILD)/jaeger
 FAKELLM   := $(BUILD)/fakellm
 DEMO      := $(BUILD)/demo
 FUZZTIME  ?= 15s
@@ -27,9 +27,9 @@ $(OTELCOL): builder-config.yaml $(GO_SOURCES)
 	@touch $@
 
 ## jaeger: build Jaeger v2 from its own tools module (it pins an older collector)
-jaeger: $(JAEGER)
-$(JAEGER): internal/tools/jaeger/go.mod
-	cd internal/tools/jaeger && $(GO) build -trimpath -o ../../../$(JAEGER) github.com/jaegertracing/jaeger/cmd/jaeger
+jaeger: $(JAEGER_BIN)
+$(JAEGER_BIN): internal/tools/jaeger/go.mod
+	cd internal/tools/jaeger && $(GO) build -trimpath -o ../../../$(JAEGER_BIN) github.com/jaegertracing/jaeger/cmd/jaeger
 
 fakellm: $(FAKELLM)
 $(FAKELLM): $(GO_SOURCES)
@@ -42,7 +42,7 @@ $(DEMO): $(GO_SOURCES)
 ## run: the demo: fakellm -> sse_capture proxy -> stall -> stall_metrics, summary printed
 ##      (make run JAEGER=1 also starts Jaeger and prints the UI link)
 run: otelcol fakellm demo $(if $(JAEGER),jaeger)
-	$(DEMO) -otelcol $(OTELCOL) -fakellm $(FAKELLM) $(if $(JAEGER),-jaeger $(JAEGER))
+	$(DEMO) -otelcol $(OTELCOL) -fakellm $(FAKELLM) $(if $(JAEGER),-jaeger $(JAEGER_BIN))
 
 ## sim: the hedging simulator's table (hedge/README.md): seven policies on the W1 and W2 workloads
 sim:
@@ -69,7 +69,7 @@ fuzz:
 
 ## e2e: the real collector (ocb) and a real Jaeger on loopback
 e2e: otelcol jaeger fakellm
-	STREAMSTALL_OTELCOL=$(CURDIR)/$(OTELCOL) STREAMSTALL_JAEGER=$(CURDIR)/$(JAEGER) STREAMSTALL_FAKELLM=$(CURDIR)/$(FAKELLM) \
+	STREAMSTALL_OTELCOL=$(CURDIR)/$(OTELCOL) STREAMSTALL_JAEGER=$(CURDIR)/$(JAEGER_BIN) STREAMSTALL_FAKELLM=$(CURDIR)/$(FAKELLM) \
 	  $(GO) test -tags e2e -count=1 -timeout 20m -v ./e2e/...
 
 lint:

@@ -69,8 +69,12 @@ func run(ctx context.Context, o options) error {
 	if st.jaeger == nil {
 		return nil
 	}
-	fmt.Printf("\nJaeger UI: %s/search?service=%s  (try tags llm.hedge.loser=true or llm.stream.stall_count=2)\n",
-		st.jaeger.QueryURL, proxyService)
+	fmt.Printf("\nJaeger (in-memory) has the enriched spans:\n"+
+		"  query API: %s/api/traces?service=%s&tags=%%7B%%22llm.stream.stall_count%%22%%3A%%222%%22%%7D\n"+
+		"             %s/api/traces?service=%s-gateway&tags=%%7B%%22llm.hedge.loser%%22%%3A%%22true%%22%%7D\n"+
+		"  UI:        %s/search?service=%s (a Jaeger built from the module proxy has no UI assets and shows a\n"+
+		"             placeholder there; a Jaeger release's UI pointed at this query service shows everything)\n",
+		st.jaeger.QueryURL, proxyService, st.jaeger.QueryURL, proxyService, st.jaeger.QueryURL, proxyService)
 	if !o.hold {
 		return nil
 	}

@@ -131,7 +131,7 @@ type JaegerTrace struct {
 // FindTraces asks Jaeger for the traces of service with spans carrying tags
 // (Jaeger matches tag values as strings).
 func (j *Jaeger) FindTraces(ctx context.Context, service string, tags map[string]string) ([]JaegerTrace, error) {
-	q := url.Values{"service": {service}, "limit": {"1000"}, "lookback": {"2h"}}
+	q := url.Values{"service": {service}, "limit": {"1000"}} // the default window is the last 48 h
 	if len(tags) > 0 {
 		b, err := json.Marshal(tags)
 		if err != nil {
