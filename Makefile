@@ -74,6 +74,7 @@ e2e: otelcol jaeger fakellm
 
 lint:
 	$(TOOLS) golangci-lint run ./...
+	$(TOOLS) golangci-lint run --build-tags e2e ./e2e/...
 
 ## bench: every benchmark, COUNT runs each; ratios against their baselines are in the component READMEs
 bench:

@@ -142,7 +142,7 @@ func postJSON(ctx context.Context, url string, body []byte) (int, string, error)
 	if err != nil {
 		return 0, "", err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	b, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b), err
 }

@@ -58,7 +58,7 @@ func scrape(ctx context.Context, url string) (map[string]*dto.MetricFamily, erro
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	dec := expfmt.NewDecoder(resp.Body, expfmt.ResponseFormat(resp.Header))
 	out := map[string]*dto.MetricFamily{}
 	for {

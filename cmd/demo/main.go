@@ -65,7 +65,9 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	printSummary(os.Stdout, spans, metrics)
+	if err := printSummary(os.Stdout, spans, metrics); err != nil {
+		return fmt.Errorf("print the summary: %w", err)
+	}
 	if st.jaeger == nil {
 		return nil
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -80,11 +81,26 @@ func forEachMetric(md pmetric.Metrics, f func(res pcommon.Map, m pmetric.Metric)
 	}
 }
 
-func printSummary(w io.Writer, spans []localstack.ReceivedSpan, md pmetric.Metrics) {
+// printer writes formatted lines and keeps the first error, so the summary
+// reads as prose and still reports a broken stdout.
+type printer struct {
+	w   io.Writer
+	err error
+}
+
+func (p *printer) printf(format string, args ...any) {
+	if p.err == nil {
+		_, p.err = fmt.Fprintf(p.w, format, args...)
+	}
+}
+
+func printSummary(w io.Writer, spans []localstack.ReceivedSpan, md pmetric.Metrics) error {
+	out := &printer{w: w}
 	sort.SliceStable(spans, func(i, j int) bool { return spans[i].StartTimestamp() < spans[j].StartTimestamp() })
-	fmt.Fprintln(w, "\nPer call, as the stall processor enriched each span (ms):")
+	out.printf("\nPer call, as the stall processor enriched each span (ms):\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "#\tservice\tspan\tchunks\tTTFT\twall gen\tstall\tstalls\tactive gen\thedge\t")
+	row := &printer{w: tw}
+	row.printf("#\tservice\tspan\tchunks\tTTFT\twall gen\tstall\tstalls\tactive gen\thedge\t\n")
 	n := 0
 	for _, sp := range spans {
 		a := sp.Attributes()
@@ -98,15 +114,16 @@ func printSummary(w io.Writer, spans []localstack.ReceivedSpan, md pmetric.Metri
 		if v, ok := a.Get(semconv.AttrBurst); ok && v.Bool() {
 			gen += " (burst)"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", n, sp.Service, sp.Name(), intAttr(a, semconv.AttrChunkCount),
+		row.printf("%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", n, sp.Service, sp.Name(), intAttr(a, semconv.AttrChunkCount),
 			msAttr(a, semconv.AttrTTFTMs), gen, msAttr(a, semconv.AttrStallMs),
 			intAttr(a, semconv.AttrStallCount), msAttr(a, semconv.AttrActiveGenerationMs), hedgeOutcome(a))
 	}
-	_ = tw.Flush()
+	out.err = errors.Join(out.err, row.err, tw.Flush())
 
-	fmt.Fprintln(w, "\nWinner metrics from stall_metrics (seconds, quantiles read back from the exported exponential buckets):")
+	out.printf("\nWinner metrics from stall_metrics (seconds, quantiles read back from the exported exponential buckets):\n")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "metric\tservice\tmodel\tcount\tp50\tp95\tp99\tmax\t")
+	row = &printer{w: tw}
+	row.printf("metric\tservice\tmodel\tcount\tp50\tp95\tp99\tmax\t\n")
 	var rows, sums []string
 	forEachMetric(md, func(_ pcommon.Map, m pmetric.Metric) {
 		switch m.Type() {
@@ -127,14 +144,15 @@ func printSummary(w io.Writer, spans []localstack.ReceivedSpan, md pmetric.Metri
 	})
 	sort.Strings(rows)
 	for _, r := range rows {
-		fmt.Fprintln(tw, r)
+		row.printf("%s\n", r)
 	}
-	_ = tw.Flush()
+	out.err = errors.Join(out.err, row.err, tw.Flush())
 	sort.Strings(sums)
-	fmt.Fprintln(w, "\nCounters:")
+	out.printf("\nCounters:\n")
 	for _, s := range sums {
-		fmt.Fprintln(w, s)
+		out.printf("%s\n", s)
 	}
+	return out.err
 }
 
 func intAttr(a pcommon.Map, k string) string {

@@ -147,7 +147,7 @@ func (j *Jaeger) FindTraces(ctx context.Context, service string, tags map[string
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return nil, err
@@ -177,7 +177,7 @@ func (j *Jaeger) Services(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	var out struct {
 		Data []string `json:"data"`
 	}

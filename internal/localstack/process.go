@@ -27,7 +27,7 @@ func FreePort() (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("find a free port: %w", err)
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
@@ -138,7 +138,7 @@ func (p *Process) WaitHTTP(ctx context.Context, url string, want int) error {
 		resp, err := http.DefaultClient.Do(req)
 		if err == nil {
 			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
+			_ = resp.Body.Close()
 			if resp.StatusCode == want {
 				return nil
 			}

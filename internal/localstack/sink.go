@@ -59,7 +59,7 @@ func readBody(r *http.Request) ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("gzip body: %w", err)
 		}
-		defer gz.Close()
+		defer func() { _ = gz.Close() }()
 		rd = gz
 	default:
 		return nil, fmt.Errorf("unsupported Content-Encoding %q", enc)
