@@ -139,50 +139,47 @@ func (j *Jaeger) FindTraces(ctx context.Context, service string, tags map[string
 		}
 		q.Set("tags", string(b))
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, j.QueryURL+"/api/traces?"+q.Encode(), nil)
-	if err != nil {
+	var traces []JaegerTrace
+	if err := j.query(ctx, "/api/traces?"+q.Encode(), &traces); err != nil {
 		return nil, err
+	}
+	return traces, nil
+}
+
+// Services lists the services Jaeger has spans of.
+func (j *Jaeger) Services(ctx context.Context) ([]string, error) {
+	var services []string
+	if err := j.query(ctx, "/api/services", &services); err != nil {
+		return nil, err
+	}
+	return services, nil
+}
+
+// query GETs path from the query service and decodes the "data" of its answer.
+func (j *Jaeger) query(ctx context.Context, path string, data any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, j.QueryURL+path, nil)
+	if err != nil {
+		return err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("jaeger answered %d: %s", resp.StatusCode, body)
+		return fmt.Errorf("jaeger answered %s with %d: %s", path, resp.StatusCode, body)
 	}
-	var out struct {
-		Data []JaegerTrace `json:"data"`
+	if err := json.Unmarshal(body, &struct {
+		Data any `json:"data"`
+	}{Data: data}); err != nil {
+		return fmt.Errorf("decode jaeger answer to %s: %w", path, err)
 	}
-	if err := json.Unmarshal(body, &out); err != nil {
-		return nil, fmt.Errorf("decode jaeger answer: %w", err)
-	}
-	return out.Data, nil
+	return nil
 }
 
 // TempDir makes a directory for configs and logs of one run.
 func TempDir() (string, error) { return os.MkdirTemp("", "streamstall-") }
-
-// Services lists the services Jaeger has spans of.
-func (j *Jaeger) Services(ctx context.Context) ([]string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, j.QueryURL+"/api/services", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	var out struct {
-		Data []string `json:"data"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-		return nil, fmt.Errorf("decode jaeger services: %w", err)
-	}
-	return out.Data, nil
-}
