@@ -9,6 +9,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -117,10 +119,21 @@ const childEnv = "SSE_CAPTURE_BENCH_CHILD"
 // startCaptureProcess runs sse_capture in a child process (this test binary,
 // re-executed: see TestMain) in front of upstream.
 func startCaptureProcess(tb testing.TB, upstream string) *proxyProcess {
+	return startChildProxy(tb, "sse_capture", upstream)
+}
+
+// startBareProcess runs a bare httputil.ReverseProxy (flushing every write,
+// capturing nothing) in a child process: the floor of any Go proxy, which
+// tells sse_capture's own cost apart from Go's net/http.
+func startBareProcess(tb testing.TB, upstream string) *proxyProcess {
+	return startChildProxy(tb, "bare", upstream)
+}
+
+func startChildProxy(tb testing.TB, kind, upstream string) *proxyProcess {
 	tb.Helper()
 	addr := freeAddr(tb)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+upstream+" "+addr)
+	cmd.Env = append(os.Environ(), childEnv+"="+kind+" "+upstream+" "+addr)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		tb.Fatal(err)
@@ -137,9 +150,13 @@ func startCaptureProcess(tb testing.TB, upstream string) *proxyProcess {
 	return p
 }
 
-// runCaptureChild is the child side of startCaptureProcess.
+// runCaptureChild is the child side of startChildProxy.
 func runCaptureChild(spec string) int {
-	upstream, addr, _ := strings.Cut(spec, " ")
+	kind, rest, _ := strings.Cut(spec, " ")
+	upstream, addr, _ := strings.Cut(rest, " ")
+	if kind == "bare" {
+		return runBareChild(upstream, addr)
+	}
 	factory := ssecapture.NewFactory()
 	cfg := factory.CreateDefaultConfig().(*ssecapture.Config)
 	p := cfg.Proxy.GetOrInsertDefault()
@@ -164,6 +181,28 @@ func runCaptureChild(spec string) int {
 	_, _ = io.Copy(io.Discard, os.Stdin) // until the parent closes it
 	_ = r.Shutdown(context.Background())
 	fmt.Printf("spans %d\n", sink.SpanCount())
+	return 0
+}
+
+// runBareChild serves a plain reverse proxy until stdin closes.
+func runBareChild(upstream, addr string) int {
+	target, err := url.Parse(upstream)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	rp.FlushInterval = -1
+	rp.Transport = &http.Transport{MaxIdleConnsPerHost: 1000}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	srv := &http.Server{Handler: rp, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	_, _ = io.Copy(io.Discard, os.Stdin) // until the parent closes it
+	_ = srv.Close()
 	return 0
 }
 
