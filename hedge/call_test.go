@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -39,9 +40,12 @@ type pipeStream struct {
 	events chan Event
 	errs   chan error
 	closed chan struct{}
+	recvs  atomic.Int64 // calls of Recv, counted on entry
+	fed    int64        // events handed over by feed
 }
 
 func (p *pipeStream) Recv() (Event, error) {
+	p.recvs.Add(1)
 	select {
 	case ev := <-p.events:
 		return ev, nil
@@ -55,6 +59,19 @@ func (p *pipeStream) Recv() (Event, error) {
 func (p *pipeStream) Close() error {
 	close(p.closed)
 	return nil
+}
+
+// feed hands ev to the attempt's reader and returns once the reader asked
+// for the next event. A send on events alone returns when the reader took
+// ev, before it stamped ev's arrival on the clock: a clock advanced right
+// after it could overtake the stamp. Only for events the reader loops past
+// (not EventDone).
+func (p *pipeStream) feed(t *testing.T, ev Event) {
+	t.Helper()
+	p.events <- ev
+	p.fed++
+	require.Eventually(t, func() bool { return p.recvs.Load() > p.fed }, 5*time.Second, time.Millisecond,
+		"the reader never asked for the event after %d", p.fed)
 }
 
 func text(s string) Event { return Event{Type: EventContent, Chunk: Chunk{Text: s}} }
@@ -188,8 +205,10 @@ func TestCompleteBufferedStallAfterOnFakeClock(t *testing.T) {
 		done <- out{res, err}
 	}()
 	pa := recv(t, a.opened)
-	pa.events <- text("one ")
-	pa.events <- text("two ") // the second send returns once the first was taken
+	// Buffered delivery gives the test no chunk to wait on: feed waits
+	// until both arrivals were stamped, before the clock moves.
+	pa.feed(t, text("one "))
+	pa.feed(t, text("two "))
 	blockUntil(t, clock, 1)
 	clock.Advance(2 * time.Second)
 	pb := recv(t, b.opened)
