@@ -4,8 +4,8 @@
 //	go test -run '^$' -bench . -benchtime 1x ./receiver/ssecapture/bench/
 //
 // BenchmarkChunkLatency streams the same scripted answers from fakellm
-// directly, through sse_capture and through nginx (proxy_buffering off), and
-// reports the latency each adds per chunk (p50, p99) and the CPU it spends
-// per chunk. BenchmarkConcurrentStreams runs 1,000 simultaneous streams
+// directly, through sse_capture, through a bare Go reverse proxy and through
+// nginx (proxy_buffering off), in rounds, and reports the latency each adds
+// per chunk (p50, p99, paired per round) and the CPU it spends per chunk. BenchmarkConcurrentStreams runs 1,000 simultaneous streams
 // through sse_capture. BenchmarkIngest posts records to the ingest endpoint.
 package bench

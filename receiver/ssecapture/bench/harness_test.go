@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -27,6 +28,7 @@ import (
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/receiver"
 	"go.opentelemetry.io/collector/receiver/receivertest"
+	"golang.org/x/sys/unix"
 
 	"github.com/streamstall/streamstall/internal/fakellm"
 	"github.com/streamstall/streamstall/internal/llmstream"
@@ -132,8 +134,11 @@ func startBareProcess(tb testing.TB, upstream string) *proxyProcess {
 func startChildProxy(tb testing.TB, kind, upstream string) *proxyProcess {
 	tb.Helper()
 	addr := freeAddr(tb)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd := proxyCommand(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"="+kind+" "+upstream+" "+addr)
+	// SSE_CAPTURE_BENCH_CHILD_ENV="GOGC=400 GOMAXPROCS=1" tries runtime
+	// settings on the Go proxies alone.
+	cmd.Env = append(cmd.Env, strings.Fields(os.Getenv("SSE_CAPTURE_BENCH_CHILD_ENV"))...)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		tb.Fatal(err)
@@ -155,6 +160,7 @@ func runCaptureChild(spec string) int {
 	kind, rest, _ := strings.Cut(spec, " ")
 	upstream, addr, _ := strings.Cut(rest, " ")
 	if kind == "bare" {
+		defer profileChild(kind)()
 		return runBareChild(upstream, addr)
 	}
 	factory := ssecapture.NewFactory()
@@ -171,17 +177,27 @@ func runCaptureChild(spec string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	// SSE_CAPTURE_BENCH_CPUPROFILE=file profiles the proxy process alone.
-	if path := os.Getenv("SSE_CAPTURE_BENCH_CPUPROFILE"); path != "" {
-		if f, err := os.Create(path); err == nil {
-			_ = pprof.StartCPUProfile(f)
-			defer func() { pprof.StopCPUProfile(); _ = f.Close() }()
-		}
-	}
+	defer profileChild(kind)()
 	_, _ = io.Copy(io.Discard, os.Stdin) // until the parent closes it
 	_ = r.Shutdown(context.Background())
 	fmt.Printf("spans %d\n", sink.SpanCount())
 	return 0
+}
+
+// profileChild profiles a proxy process alone when
+// SSE_CAPTURE_BENCH_CPUPROFILE names a file prefix: prefix.sse_capture and
+// prefix.bare. It returns the function that ends the profile.
+func profileChild(kind string) func() {
+	prefix := os.Getenv("SSE_CAPTURE_BENCH_CPUPROFILE")
+	if prefix == "" {
+		return func() {}
+	}
+	f, err := os.Create(prefix + "." + kind)
+	if err != nil {
+		return func() {}
+	}
+	_ = pprof.StartCPUProfile(f)
+	return func() { pprof.StopCPUProfile(); _ = f.Close() }
 }
 
 // runBareChild serves a plain reverse proxy until stdin closes.
@@ -204,6 +220,68 @@ func runBareChild(upstream, addr string) int {
 	_, _ = io.Copy(io.Discard, os.Stdin) // until the parent closes it
 	_ = srv.Close()
 	return 0
+}
+
+// proxyCPU, when not empty, is the CPU list (taskset -c) every proxy
+// process runs on; see pinLoad.
+var proxyCPU string
+
+// proxyCommand starts a proxy process, on proxyCPU when one is set.
+func proxyCommand(name string, args ...string) *exec.Cmd {
+	if proxyCPU == "" {
+		return exec.Command(name, args...)
+	}
+	return exec.Command("taskset", append([]string{"-c", proxyCPU, name}, args...)...)
+}
+
+// pinLoad gives the proxies a core of their own, as a proxy in front of an
+// LLM API has in production: this process (fakellm and the clients, the
+// load) is pinned to CPU 0 and every proxy started afterwards to CPU 1. On
+// one CPU a Go proxy's GOMAXPROCS is 1, as nginx's one worker is one
+// thread. Without it (the default), the proxies' tails also measure how the
+// kernel shares two cores between the load generator and them. It reports
+// why it could not pin, and undoes the pinning at cleanup.
+func pinLoad(tb testing.TB) string {
+	if runtime.NumCPU() < 2 {
+		return "one CPU: proxies share it with the load"
+	}
+	if _, err := exec.LookPath("taskset"); err != nil {
+		return "no taskset (util-linux): proxies share the CPUs with the load"
+	}
+	var orig unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &orig); err != nil {
+		return "sched_getaffinity: " + err.Error()
+	}
+	var load unix.CPUSet
+	load.Set(0)
+	if err := setProcessAffinity(&load); err != nil {
+		return "pinning the load: " + err.Error()
+	}
+	proxyCPU = "1"
+	tb.Cleanup(func() {
+		proxyCPU = ""
+		_ = setProcessAffinity(&orig)
+	})
+	return ""
+}
+
+// setProcessAffinity sets the CPU mask of every thread of this process
+// (sched_setaffinity is per thread; threads created later inherit it).
+func setProcessAffinity(set *unix.CPUSet) error {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return err
+	}
+	for _, t := range tasks {
+		tid, err := strconv.Atoi(t.Name())
+		if err != nil {
+			continue
+		}
+		if err := unix.SchedSetaffinity(tid, set); err != nil && !errors.Is(err, unix.ESRCH) {
+			return err
+		}
+	}
+	return nil
 }
 
 func waitListening(tb testing.TB, addr string, diag func() string) {
@@ -272,7 +350,7 @@ http {
 	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
 		tb.Fatal(err)
 	}
-	cmd := exec.Command(bin, "-p", dir, "-c", confPath, "-e", filepath.Join(dir, "error.log"))
+	cmd := proxyCommand(bin, "-p", dir, "-c", confPath, "-e", filepath.Join(dir, "error.log"))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
@@ -301,13 +379,6 @@ func (n *proxyProcess) cpuTime() time.Duration {
 	utime, _ := strconv.ParseInt(fields[11], 10, 64)
 	stime, _ := strconv.ParseInt(fields[12], 10, 64)
 	return time.Duration(utime+stime) * (time.Second / 100) // USER_HZ is 100 on Linux
-}
-
-// selfCPU returns the CPU time this process used so far.
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // streamResult is what a client saw of one stream: the response id (to
@@ -372,10 +443,10 @@ func stream(ctx context.Context, client *http.Client, base string, header http.H
 	return res
 }
 
-// runStreams runs total streams against base, concurrency at a time, and
-// returns every chunk's delivery latency (client arrival minus fakellm's
-// send time).
-func runStreams(ctx context.Context, fake *fakellm.Server, base string, total, concurrency int, header http.Header) ([]time.Duration, int, error) {
+// runStreams runs total streams against base, concurrency at a time, stream
+// i scripted by headers[i%len(headers)], and returns every chunk's delivery
+// latency (client arrival minus fakellm's send time).
+func runStreams(ctx context.Context, fake *fakellm.Server, base string, total, concurrency int, headers []http.Header) ([]time.Duration, int, error) {
 	fake.Reset()
 	tr := &http.Transport{MaxIdleConnsPerHost: concurrency, MaxConnsPerHost: 0, DisableCompression: true}
 	defer tr.CloseIdleConnections()
@@ -387,7 +458,7 @@ func runStreams(ctx context.Context, fake *fakellm.Server, base string, total, c
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			results[i] = stream(ctx, client, base, header)
+			results[i] = stream(ctx, client, base, headers[i%len(headers)])
 		})
 	}
 	wg.Wait()
