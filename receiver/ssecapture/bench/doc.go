@@ -6,6 +6,11 @@
 // BenchmarkChunkLatency streams the same scripted answers from fakellm
 // directly, through sse_capture, through a bare Go reverse proxy and through
 // nginx (proxy_buffering off), in rounds, and reports the latency each adds
-// per chunk (p50, p99, paired per round) and the CPU it spends per chunk. BenchmarkConcurrentStreams runs 1,000 simultaneous streams
-// through sse_capture. BenchmarkIngest posts records to the ingest endpoint.
+// per chunk (p50, p99, paired per round) and the CPU it spends per chunk.
+// BenchmarkConcurrentStreams runs 1,000 simultaneous streams through
+// sse_capture. BenchmarkIngest posts records to the ingest endpoint.
+//
+// SSE_CAPTURE_BENCH_CPUPROFILE=prefix writes a CPU profile of each Go proxy
+// process (prefix.sse_capture, prefix.bare); SSE_CAPTURE_BENCH_CHILD_ENV
+// sets environment variables (GOGC=..., GOMAXPROCS=...) on them alone.
 package bench
