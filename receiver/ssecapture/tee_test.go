@@ -1,0 +1,101 @@
+package ssecapture
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/streamstall/streamstall/internal/llmstream"
+)
+
+// scriptedBody returns one scripted read per Read call, advancing the fake
+// clock by the read's delay first, as an upstream's frames arrive over time.
+type scriptedBody struct {
+	clock  *clockwork.FakeClock
+	reads  []scriptedRead
+	closed bool
+}
+
+type scriptedRead struct {
+	after time.Duration
+	data  string
+}
+
+func (s *scriptedBody) Read(p []byte) (int, error) {
+	if len(s.reads) == 0 {
+		return 0, io.EOF
+	}
+	r := s.reads[0]
+	s.clock.Advance(r.after)
+	n := copy(p, r.data)
+	if n < len(r.data) {
+		s.reads[0].after, s.reads[0].data = 0, r.data[n:]
+	} else {
+		s.reads = s.reads[1:]
+	}
+	return n, nil
+}
+
+func (s *scriptedBody) Close() error {
+	s.closed = true
+	return nil
+}
+
+func chatFrame(text string) string {
+	return fmt.Sprintf("data: {\"choices\":[{\"delta\":{\"content\":%q}}]}\n\n", text)
+}
+
+// TestTeeStampsEachFrameWithItsRead: every frame carries the arrival time
+// of the read that completed it, whether reads are parsed in a batch
+// (many small ones), one by one (each over the batch size) or split a frame
+// between them, and the bytes pass through unchanged.
+func TestTeeStampsEachFrameWithItsRead(t *testing.T) {
+	big := chatFrame(strings.Repeat("x", parseBatch)) // one frame over the batch size
+	reads := []scriptedRead{
+		{10 * time.Millisecond, chatFrame("a")},
+		{5 * time.Millisecond, chatFrame("b")},
+		{3 * time.Second, chatFrame("c")[:20]},      // a frame split across reads:
+		{7 * time.Millisecond, chatFrame("c")[20:]}, // its time is the second read's
+		{20 * time.Millisecond, big},
+		{1 * time.Millisecond, chatFrame("d") + chatFrame("e")}, // two frames, one read
+		{2 * time.Millisecond, "data: [DONE]\n\n"},
+	}
+	var want strings.Builder
+	for _, r := range reads {
+		want.WriteString(r.data)
+	}
+	start := time.Unix(1_790_000_000, 0)
+	clock := clockwork.NewFakeClockAt(start)
+	c := &call{p: &proxy{clock: clock, cfg: &ProxyConfig{}}, shape: llmstream.ShapeChatCompletions}
+	body := &scriptedBody{clock: clock, reads: reads}
+	tee := &sseTee{rc: body, c: c}
+	tee.parser.Handler = tee.onEvent
+
+	got, err := io.ReadAll(tee)
+	require.NoError(t, err)
+	require.NoError(t, tee.Close())
+	assert.True(t, body.closed)
+	assert.Equal(t, want.String(), string(got))
+
+	ms := func(d time.Duration) int64 { return start.Add(d).UnixNano() }
+	var at []int64
+	for _, ch := range c.chunks {
+		at = append(at, ch.at)
+	}
+	assert.Equal(t, []int64{
+		ms(10 * time.Millisecond),
+		ms(15 * time.Millisecond),
+		ms(3022 * time.Millisecond),
+		ms(3042 * time.Millisecond),
+		ms(3043 * time.Millisecond), ms(3043 * time.Millisecond),
+	}, at)
+	assert.True(t, c.terminal, "[DONE] was seen")
+	assert.True(t, c.eof)
+	assert.NoError(t, c.parseErr)
+}
