@@ -199,40 +199,25 @@ func (c *call) onFrame(f *llmstream.Frame, at int64) {
 	}
 }
 
-// sseTee passes an SSE body through untouched and classifies its frames
-// late, off the latency path: the bytes of a read are parsed only when
-// ReverseProxy comes back for more, after it has written and flushed them
-// to the client. Reads wait until parseBatch bytes are pending, so that the
-// parser and classifier run over several frames with warm caches rather
-// than cold between two syscalls. Each frame is stamped with the time the
-// read that completed it returned.
+// sseTee passes an SSE body through untouched and classifies its frames one
+// read late: the bytes of a read are parsed when ReverseProxy comes back for
+// more, after it has written and flushed them to the client, so parsing adds
+// no latency. Frames are stamped with the time their bytes arrived.
 type sseTee struct {
-	rc      io.ReadCloser
-	c       *call
-	parser  sse.Parser
-	pending []byte     // reads not parsed yet
-	reads   []readMark // where each of them ends in pending, and when it arrived
-	at      int64      // arrival of the read being parsed, for onEvent
-	broken  bool
+	rc        io.ReadCloser
+	c         *call
+	parser    sse.Parser
+	pending   []byte
+	pendingAt int64
+	broken    bool
 }
-
-type readMark struct {
-	end int
-	at  int64
-}
-
-// parseBatch is how many bytes of reads wait before they are parsed: a few
-// frames of a chat stream (300 to 500 bytes each), little memory per stream.
-const parseBatch = 2 << 10
 
 func (b *sseTee) Read(p []byte) (int, error) {
-	if len(b.pending) >= parseBatch {
-		b.parsePending()
-	}
+	b.parsePending()
 	n, err := b.rc.Read(p)
-	if n > 0 && !b.broken {
-		b.pending = append(b.pending, p[:n]...)
-		b.reads = append(b.reads, readMark{end: len(b.pending), at: b.c.p.clock.Now().UnixNano()})
+	if n > 0 {
+		b.pending = append(b.pending[:0], p[:n]...)
+		b.pendingAt = b.c.p.clock.Now().UnixNano()
 	}
 	switch {
 	case err == io.EOF:
@@ -249,19 +234,14 @@ func (b *sseTee) Close() error {
 }
 
 func (b *sseTee) parsePending() {
-	start := 0
-	for _, r := range b.reads {
-		if b.broken {
-			break
-		}
-		b.at = r.at
-		if err := b.parser.Feed(b.pending[start:r.end]); err != nil {
-			// Telemetry gives up on this stream; the bytes still flow.
-			b.broken, b.c.parseErr = true, err
-		}
-		start = r.end
+	if len(b.pending) == 0 || b.broken {
+		return
 	}
-	b.pending, b.reads = b.pending[:0], b.reads[:0]
+	if err := b.parser.Feed(b.pending); err != nil {
+		// Telemetry gives up on this stream; the bytes still flow.
+		b.broken, b.c.parseErr = true, err
+	}
+	b.pending = b.pending[:0]
 }
 
 func (b *sseTee) onEvent(ev *sse.Event) {
@@ -269,7 +249,7 @@ func (b *sseTee) onEvent(ev *sse.Event) {
 	if err != nil {
 		b.c.parseErr = err
 	}
-	b.c.onFrame(&f, b.at)
+	b.c.onFrame(&f, b.pendingAt)
 }
 
 // jsonTee keeps (a bounded prefix of) a non-streaming response body to read
