@@ -52,11 +52,11 @@ func chatFrame(text string) string {
 }
 
 // TestTeeStampsEachFrameWithItsRead: every frame carries the arrival time
-// of the read that completed it, whether reads are parsed in a batch
-// (many small ones), one by one (each over the batch size) or split a frame
-// between them, and the bytes pass through unchanged.
+// of the read that completed it, also when a frame is split across reads,
+// when one read brings two frames, and for a frame larger than the reader's
+// buffer; the bytes pass through unchanged.
 func TestTeeStampsEachFrameWithItsRead(t *testing.T) {
-	big := chatFrame(strings.Repeat("x", parseBatch)) // one frame over the batch size
+	big := chatFrame(strings.Repeat("x", 4<<10)) // over io.ReadAll's first buffer
 	reads := []scriptedRead{
 		{10 * time.Millisecond, chatFrame("a")},
 		{5 * time.Millisecond, chatFrame("b")},
