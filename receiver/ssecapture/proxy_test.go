@@ -137,6 +137,22 @@ func offBy(want, got figures.Figures, tolerance float64) []string {
 	return off
 }
 
+// assertDropped waits until the receiver has counted n dropped spans, all
+// for reason, in its component telemetry.
+func assertDropped(t *testing.T, f *fixture, n int64, reason string) {
+	t.Helper()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got, err := f.tel.GetMetric("otelcol_receiver_sse_capture_spans.dropped")
+		require.NoError(c, err)
+		sum := got.Data.(metricdata.Sum[int64])
+		require.Len(c, sum.DataPoints, 1)
+		assert.Equal(c, n, sum.DataPoints[0].Value)
+	}, 5*time.Second, 5*time.Millisecond)
+	metadatatest.AssertEqualReceiverSseCaptureSpansDropped(t, f.tel, []metricdata.DataPoint[int64]{
+		{Value: n, Attributes: attribute.NewSet(attribute.String("reason", reason))},
+	}, metricdatatest.IgnoreTimestamp(), metricdatatest.IgnoreExemplars())
+}
+
 // TestProxyChunkKinds: tool-call and reasoning deltas are chunks of their kind.
 func TestProxyChunkKinds(t *testing.T) {
 	for _, content := range []string{fakellm.ContentToolCall, fakellm.ContentReasoning} {
@@ -488,16 +504,7 @@ func TestProxyPipelineTrouble(t *testing.T) {
 			f.waitRequest(t, i)
 			assert.Equal(t, f.fake.Sent(i), body)
 		}
-		require.EventuallyWithT(t, func(c *assert.CollectT) {
-			got, err := f.tel.GetMetric("otelcol_receiver_sse_capture_spans.dropped")
-			require.NoError(c, err)
-			sum := got.Data.(metricdata.Sum[int64])
-			require.Len(c, sum.DataPoints, 1)
-			assert.Equal(c, int64(3), sum.DataPoints[0].Value)
-		}, 5*time.Second, 5*time.Millisecond)
-		metadatatest.AssertEqualReceiverSseCaptureSpansDropped(t, f.tel, []metricdata.DataPoint[int64]{
-			{Value: 3, Attributes: attribute.NewSet(attribute.String("reason", dropConsumerError))},
-		}, metricdatatest.IgnoreTimestamp(), metricdatatest.IgnoreExemplars())
+		assertDropped(t, f, 3, dropConsumerError)
 	})
 	t.Run("blocked", func(t *testing.T) {
 		sink := &blockingSink{release: make(chan struct{}), entered: make(chan struct{})}
@@ -516,16 +523,7 @@ func TestProxyPipelineTrouble(t *testing.T) {
 		}
 		// Span 0 is held by the blocked consumer, span 1 waits in the queue
 		// of one, spans 2 and 3 found it full.
-		require.EventuallyWithT(t, func(c *assert.CollectT) {
-			got, err := f.tel.GetMetric("otelcol_receiver_sse_capture_spans.dropped")
-			require.NoError(c, err)
-			sum := got.Data.(metricdata.Sum[int64])
-			require.Len(c, sum.DataPoints, 1)
-			assert.Equal(c, int64(2), sum.DataPoints[0].Value)
-		}, 5*time.Second, 5*time.Millisecond)
-		metadatatest.AssertEqualReceiverSseCaptureSpansDropped(t, f.tel, []metricdata.DataPoint[int64]{
-			{Value: 2, Attributes: attribute.NewSet(attribute.String("reason", dropQueueFull))},
-		}, metricdatatest.IgnoreTimestamp(), metricdatatest.IgnoreExemplars())
+		assertDropped(t, f, 2, dropQueueFull)
 		close(sink.release)
 		require.Eventually(t, func() bool { return sink.SpanCount() == 2 }, 5*time.Second, 5*time.Millisecond)
 	})
