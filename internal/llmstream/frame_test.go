@@ -1,6 +1,7 @@
 package llmstream
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -292,6 +293,44 @@ func BenchmarkClassify(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestChatFastPath pins which frames the fast chat classifier takes: every
+// ordinary frame, escapes and all (else the proxy pays encoding/json's price
+// per chunk), and nothing it cannot classify exactly as encoding/json does.
+func TestChatFastPath(t *testing.T) {
+	takes := map[string]Frame{
+		`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1741570283,"model":"gpt-4o","system_fingerprint":"fp_1","choices":[{"index":0,"delta":{"content":" world"},"logprobs":null,"finish_reason":null}],"usage":null}`: {
+			Kind: KindContent, ChunkKind: semconv.ChunkKindText, Delta: " world", Meta: Meta{ResponseID: "chatcmpl-1", ResponseModel: "gpt-4o"},
+		},
+		`{"id":"c","choices":[{"index":0,"delta":{"role":"assistant","content":"","refusal":null}}]}`: {Meta: Meta{ResponseID: "c"}},
+		"{ \"choices\" : [ { \"delta\" : { \"content\" : \"a\\\"b\\\\c\\/\\n\\t\\u00e9\\ud83d\\ude00\" } } ] }\r\n": {
+			Kind: KindContent, ChunkKind: semconv.ChunkKindText, Delta: "a\"b\\c/\n\té😀",
+		},
+		`{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`:                                             {Meta: Meta{FinishReasons: []string{"stop"}}},
+		`{"choices":[{"text":"Once","index":0,"finish_reason":null,"logprobs":null}]}`:                            {Kind: KindContent, ChunkKind: semconv.ChunkKindText, Delta: "Once"},
+		`{"choices":[{"delta":{"reasoning_content":"hmm","content":null}}]}`:                                      {Kind: KindContent, ChunkKind: semconv.ChunkKindReasoning, Delta: "hmm"},
+		`{"choices":[{"delta":{"content":"x","tool_calls":null}}],"x":[1,-2.5e3,true,false,null,{"y":"\u0041"}]}`: {Kind: KindContent, ChunkKind: semconv.ChunkKindText, Delta: "x"},
+		`{"choices":null,"model":null}`:                                                                           {},
+	}
+	for data, want := range takes {
+		var f Frame
+		require.True(t, classifyChatFast([]byte(data), &f), "fast path refused %s", data)
+		assert.Equal(t, want, f, data)
+	}
+	for _, data := range []string{
+		`{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2}}`,
+		`{"error":{"message":"overloaded","type":"server_error"}}`,
+		`{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{}"}}]}}]}`,
+		`{"id":"a","id":"b"}`, `{"ID":"a"}`, `{"\u0069d":"a"}`, `{"choices":[{"delta":{"Content":"k"}}]}`,
+		`{"choices":[{"delta":{"content":"\ud83d"}}]}`, "{\"choices\":[{\"delta\":{\"content\":\"\xff\"}}]}",
+		`{"choices":[{"delta":{"content":5}}]}`, `{"choices":[null]}`, `{"id":"a"} x`, `{"id":"a",}`, `{"n":01}`,
+		`{"n":-}`, `{"n":1.}`, `{"n":1e}`, `{"s":"a` + "\t" + `b"}`, `[1]`, ``,
+		`{"x":` + strings.Repeat("[", maxSkipDepth+2) + strings.Repeat("]", maxSkipDepth+2) + `}`,
+	} {
+		var f Frame
+		assert.False(t, classifyChatFast([]byte(data), &f), "fast path took %s", data)
 	}
 }
 
