@@ -24,6 +24,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/streamstall/streamstall/internal/fakellm"
 	"github.com/streamstall/streamstall/internal/figures"
@@ -550,4 +551,30 @@ func TestProxyServiceName(t *testing.T) {
 			assert.Equal(t, tc.want, svc.Str())
 		}
 	}
+}
+
+// TestProxyListenerUninstrumented: the collector's HTTP server
+// instrumentation stays off the proxy listener (it would wrap every write of
+// every stream) and on the ingest listener, where requests are short.
+func TestProxyListenerUninstrumented(t *testing.T) {
+	f := newFixture(t, nil, func(c *Config, _ *fakellm.Config) {
+		c.Ingest.GetOrInsertDefault().NetAddr.Endpoint = "127.0.0.1:0"
+	})
+	serverSpans := func() (n int) {
+		for _, s := range f.tel.SpanRecorder.Ended() {
+			if s.SpanKind() == trace.SpanKindServer {
+				n++
+			}
+		}
+		return n
+	}
+	resp, body := post(t, testClient(t), f.proxyURL+"/v1/chat/completions", shapes[0].body, nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	f.spans(t, 1)
+	assert.Zero(t, serverSpans(), "a server span for a proxied request")
+
+	resp, reply := postIngest(t, "http://"+f.rcv.addrs["ingest"].String()+ingestPath, "application/json", []byte(okRecord), nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode, reply.Error)
+	assert.Eventually(t, func() bool { return serverSpans() == 1 }, testTimeout, 10*time.Millisecond,
+		"the ingest listener keeps the collector's server instrumentation")
 }

@@ -11,9 +11,11 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componentstatus"
 	"go.opentelemetry.io/collector/config/confighttp"
+	"go.opentelemetry.io/collector/config/confighttp/xconfighttp"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/receiver"
 	"go.opentelemetry.io/collector/receiver/receiverhelper"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.uber.org/zap"
 
 	"github.com/streamstall/streamstall/receiver/ssecapture/internal/metadata"
@@ -80,7 +82,12 @@ func (r *sseCaptureReceiver) Start(ctx context.Context, host component.Host) err
 			return errors.Join(err, r.Shutdown(ctx))
 		}
 		r.proxy = p
-		if err := r.serve(ctx, host, "proxy", pcfg.ServerConfig, pcfg.MaxRequestBody, p); err != nil {
+		// The collector's own HTTP server instrumentation stays off the proxy
+		// listener: it would wrap every write and flush of every stream, and
+		// its request duration and span per request repeat, less precisely,
+		// the span this receiver records for each call.
+		noServerTelemetry := xconfighttp.WithOtelHTTPOptions(otelhttp.WithFilter(func(*http.Request) bool { return false }))
+		if err := r.serve(ctx, host, "proxy", pcfg.ServerConfig, pcfg.MaxRequestBody, p, noServerTelemetry); err != nil {
 			return errors.Join(err, r.Shutdown(ctx))
 		}
 	}
@@ -94,13 +101,15 @@ func (r *sseCaptureReceiver) Start(ctx context.Context, host component.Host) err
 	return nil
 }
 
-func (r *sseCaptureReceiver) serve(ctx context.Context, host component.Host, name string, sc confighttp.ServerConfig, maxBody int64, h http.Handler) error {
+func (r *sseCaptureReceiver) serve(ctx context.Context, host component.Host, name string, sc confighttp.ServerConfig, maxBody int64, h http.Handler,
+	opts ...confighttp.ToServerOption,
+) error {
 	// Our own body limit answers 413 with a JSON error; make sure the
 	// generic one of confighttp is never the tighter of the two.
 	if sc.MaxRequestBodySize < maxBody {
 		sc.MaxRequestBodySize = maxBody
 	}
-	srv, err := sc.ToServer(ctx, host.GetExtensions(), r.settings.TelemetrySettings, h)
+	srv, err := sc.ToServer(ctx, host.GetExtensions(), r.settings.TelemetrySettings, h, opts...)
 	if err != nil {
 		return err
 	}
