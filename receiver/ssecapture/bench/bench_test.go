@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -104,10 +105,17 @@ func BenchmarkChunkLatency(b *testing.B) {
 	ctx := context.Background()
 
 	for _, p := range run { // warm up connections and code paths
-		if _, _, err := runStreams(ctx, fake, p.url, concurrency, concurrency, headers); err != nil {
-			b.Fatalf("%s warm-up: %v", p.name, err)
+		_, errs, err := runStreams(ctx, fake, p.url, concurrency, concurrency, headers)
+		switch {
+		case err != nil && (p == ours || p == paths[0]):
+			b.Fatalf("%s warm-up: %d failed streams, first: %v", p.name, errs, err)
+		case err != nil:
+			// go_bare loses a stream now and then (unexpected EOF), which
+			// says nothing about sse_capture: logged, as in the rounds.
+			b.Logf("%s warm-up: %d failed streams, first: %v", p.name, errs, err)
 		}
 	}
+	steal0, wall0 := stolenCPU(), time.Now()
 	for b.Loop() {
 		for r := range rounds {
 			for k := range run {
@@ -131,6 +139,9 @@ func BenchmarkChunkLatency(b *testing.B) {
 		}
 	}
 
+	// Time the hypervisor gave this machine's CPUs to others: invisible to
+	// top, and the first suspect for a tail measured in milliseconds.
+	steal := float64(stolenCPU()-steal0) / float64(time.Since(wall0)) / float64(runtime.NumCPU()) * 100
 	direct := paths[0]
 	added := func(p *pathStats, pick func(roundStats) time.Duration) (med, lo, hi time.Duration) {
 		d := make([]time.Duration, len(p.rounds))
@@ -143,8 +154,8 @@ func BenchmarkChunkLatency(b *testing.B) {
 	p50s := func(s roundStats) time.Duration { return s.p50 }
 	p99s := func(s roundStats) time.Duration { return s.p99 }
 	var table strings.Builder
-	fmt.Fprintf(&table, "\n%d rounds of %d streams per path, %d at a time, %d chunks %.0f ms apart (%.0f chunks/s); %s\n",
-		rounds, streams, concurrency, chunks, *gapFlag, float64(concurrency)*1000 / *gapFlag, placement)
+	fmt.Fprintf(&table, "\n%d rounds of %d streams per path, %d at a time, %d chunks %.0f ms apart (%.0f chunks/s); %s; CPU stolen by the hypervisor %.1f %%\n",
+		rounds, streams, concurrency, chunks, *gapFlag, float64(concurrency)*1000 / *gapFlag, placement, steal)
 	fmt.Fprintf(&table, "%-12s %8s %8s %9s %9s %20s %7s\n", "path", "chunks", "p50 µs", "p99 µs", "+p50 µs", "+p99 µs [range]", "CPU µs/chunk")
 	for _, p := range paths {
 		if p.skipped != "" {

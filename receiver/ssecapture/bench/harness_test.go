@@ -389,6 +389,25 @@ type streamResult struct {
 	err        error
 }
 
+// stolenCPU reads the steal time of all CPUs from /proc/stat (0 where
+// there is none to read).
+func stolenCPU() time.Duration {
+	raw, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(raw), "\n")
+	f := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal ...
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0
+	}
+	ticks, err := strconv.ParseInt(f[8], 10, 64)
+	if err != nil {
+		return 0
+	}
+	return time.Duration(ticks) * (time.Second / 100) // USER_HZ is 100 on Linux
+}
+
 // stream posts one chat request to base and records content chunk
 // arrivals, stamping each read the moment it returns.
 func stream(ctx context.Context, client *http.Client, base string, header http.Header) streamResult {
