@@ -408,6 +408,12 @@ func stolenCPU() time.Duration {
 	return time.Duration(ticks) * (time.Second / 100) // USER_HZ is 100 on Linux
 }
 
+// stolenShare is the percentage of all CPUs' time stolen since steal0 was
+// read at wall0.
+func stolenShare(steal0 time.Duration, wall0 time.Time) float64 {
+	return float64(stolenCPU()-steal0) / float64(time.Since(wall0)) / float64(runtime.NumCPU()) * 100
+}
+
 // stream posts one chat request to base and records content chunk
 // arrivals, stamping each read the moment it returns.
 func stream(ctx context.Context, client *http.Client, base string, header http.Header) streamResult {
