@@ -133,7 +133,11 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // readBody buffers the request body (so the model can be read without
-// delaying the stream that follows) up to limit bytes.
+// delaying the stream that follows) up to limit bytes. An in-memory body
+// also keeps the Transport's write loop off the server's request body,
+// which the server drains and closes once the response is flushed: a plain
+// ReverseProxy that streams the body can lose the upstream connection to
+// that race (see the go_bare baseline in bench/harness_test.go).
 func readBody(r *http.Request, limit int64) ([]byte, error) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, nil

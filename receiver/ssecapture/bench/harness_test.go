@@ -212,6 +212,17 @@ func profileChild(kind string) func() {
 }
 
 // runBareChild serves a plain reverse proxy until stdin closes.
+//
+// It is left exactly as one would write it, and so it loses a stream now
+// and then: the outbound request streams the inbound body, the Transport
+// sends a non-in-memory body past its write buffer, fakellm answers at
+// once, and when the proxy flushes the response headers the server
+// drains and closes the inbound body, while the Transport's write loop is
+// still to make its last read of that body (checking it holds no more than
+// its Content-Length). That read fails with "invalid Read on closed Body",
+// the write loop closes the upstream connection, and the client sees
+// "unexpected EOF". sse_capture reads the request body whole before it
+// forwards it, which keeps it clear of this race.
 func runBareChild(upstream, addr string) int {
 	target, err := url.Parse(upstream)
 	if err != nil {
