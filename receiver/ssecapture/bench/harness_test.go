@@ -214,14 +214,15 @@ func profileChild(kind string) func() {
 // runBareChild serves a plain reverse proxy until stdin closes.
 //
 // It is left exactly as one would write it, and so it loses a stream now
-// and then: the outbound request streams the inbound body, the Transport
-// sends a non-in-memory body past its write buffer, fakellm answers at
-// once, and when the proxy flushes the response headers the server
-// drains and closes the inbound body, while the Transport's write loop is
-// still to make its last read of that body (checking it holds no more than
-// its Content-Length). That read fails with "invalid Read on closed Body",
-// the write loop closes the upstream connection, and the client sees
-// "unexpected EOF". sse_capture reads the request body whole before it
+// and then: the outbound request streams the inbound body; fakellm has the
+// body and answers at once; when the proxy flushes the response headers,
+// the server drains and closes the inbound body, and if the Transport's
+// write loop has not yet made its last read of that body (the one that
+// checks it holds no more than its Content-Length), that read fails with
+// "invalid Read on closed Body", the write loop closes the upstream
+// connection and the client sees "unexpected EOF". (Traced with a logging
+// body and connection in this child: the close came from the write loop,
+// after that error.) sse_capture reads the request body whole before it
 // forwards it, which keeps it clear of this race.
 func runBareChild(upstream, addr string) int {
 	target, err := url.Parse(upstream)
