@@ -129,7 +129,7 @@ func BenchmarkChunkLatency(b *testing.B) {
 		for r := range rounds {
 			for k := range run {
 				p := run[(r+k)%len(run)]
-				cpu0, steal0, wall0 := p.proc.cpuTime(), stolenCPU(), time.Now()
+				cpu0, runSteal0, runWall0 := p.proc.cpuTime(), stolenCPU(), time.Now()
 				lat, errs, err := runStreams(ctx, fake, p.url, streams, concurrency, headers)
 				p.cpu += p.proc.cpuTime() - cpu0
 				p.errors += errs
@@ -143,7 +143,7 @@ func BenchmarkChunkLatency(b *testing.B) {
 				p.lat = append(p.lat, lat...)
 				p.chunks += len(lat)
 				slices.Sort(lat)
-				p.rounds = append(p.rounds, roundStats{percentile(lat, 0.50), percentile(lat, 0.99), stolenShare(steal0, wall0)})
+				p.rounds = append(p.rounds, roundStats{percentile(lat, 0.50), percentile(lat, 0.99), stolenShare(runSteal0, runWall0)})
 			}
 		}
 	}
@@ -155,7 +155,7 @@ func BenchmarkChunkLatency(b *testing.B) {
 	// A quiet round is one in which the hypervisor stole at most
 	// -quiet-steal of the CPU time during every path's run: there, a
 	// difference of tails is the proxies' own.
-	quiet := make([]bool, rounds)
+	quiet := make([]bool, len(direct.rounds))
 	for r := range quiet {
 		quiet[r] = true
 		for _, p := range run {
@@ -205,7 +205,7 @@ func BenchmarkChunkLatency(b *testing.B) {
 		b.ReportMetric(micros(a99), "µs-p99-added-"+p.name)
 		b.ReportMetric(micros(cpu), "µs-cpu/chunk-"+p.name)
 	}
-	for r := range rounds {
+	for r := range direct.rounds {
 		fmt.Fprintf(&table, "round %d: +p99 µs", r+1)
 		for _, p := range run[1:] {
 			fmt.Fprintf(&table, " %s %.0f", p.name, micros(p.rounds[r].p99-direct.rounds[r].p99))
