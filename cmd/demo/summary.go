@@ -19,6 +19,7 @@ import (
 	"github.com/streamstall/streamstall/internal/exphist"
 	"github.com/streamstall/streamstall/internal/localstack"
 	"github.com/streamstall/streamstall/internal/semconv"
+	"github.com/streamstall/streamstall/internal/textout"
 )
 
 // collect waits until the collector has delivered the expected spans and a
@@ -81,26 +82,13 @@ func forEachMetric(md pmetric.Metrics, f func(res pcommon.Map, m pmetric.Metric)
 	}
 }
 
-// printer writes formatted lines and keeps the first error, so the summary
-// reads as prose and still reports a broken stdout.
-type printer struct {
-	w   io.Writer
-	err error
-}
-
-func (p *printer) printf(format string, args ...any) {
-	if p.err == nil {
-		_, p.err = fmt.Fprintf(p.w, format, args...)
-	}
-}
-
 func printSummary(w io.Writer, spans []localstack.ReceivedSpan, md pmetric.Metrics) error {
-	out := &printer{w: w}
+	out := &textout.Printer{W: w}
 	sort.SliceStable(spans, func(i, j int) bool { return spans[i].StartTimestamp() < spans[j].StartTimestamp() })
-	out.printf("\nPer call, as the stall processor enriched each span (ms):\n")
+	out.Printf("\nPer call, as the stall processor enriched each span (ms):\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	row := &printer{w: tw}
-	row.printf("#\tservice\tspan\tchunks\tTTFT\twall gen\tstall\tstalls\tactive gen\thedge\t\n")
+	row := &textout.Printer{W: tw}
+	row.Printf("#\tservice\tspan\tchunks\tTTFT\twall gen\tstall\tstalls\tactive gen\thedge\t\n")
 	n := 0
 	for _, sp := range spans {
 		a := sp.Attributes()
@@ -114,16 +102,16 @@ func printSummary(w io.Writer, spans []localstack.ReceivedSpan, md pmetric.Metri
 		if v, ok := a.Get(semconv.AttrBurst); ok && v.Bool() {
 			gen += " (burst)"
 		}
-		row.printf("%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", n, sp.Service, sp.Name(), intAttr(a, semconv.AttrChunkCount),
+		row.Printf("%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", n, sp.Service, sp.Name(), intAttr(a, semconv.AttrChunkCount),
 			msAttr(a, semconv.AttrTTFTMs), gen, msAttr(a, semconv.AttrStallMs),
 			intAttr(a, semconv.AttrStallCount), msAttr(a, semconv.AttrActiveGenerationMs), hedgeOutcome(a))
 	}
-	out.err = errors.Join(out.err, row.err, tw.Flush())
+	out.Err = errors.Join(out.Err, row.Err, tw.Flush())
 
-	out.printf("\nWinner metrics from stall_metrics (seconds, quantiles read back from the exported exponential buckets):\n")
+	out.Printf("\nWinner metrics from stall_metrics (seconds, quantiles read back from the exported exponential buckets):\n")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	row = &printer{w: tw}
-	row.printf("metric\tservice\tmodel\tcount\tp50\tp95\tp99\tmax\t\n")
+	row = &textout.Printer{W: tw}
+	row.Printf("metric\tservice\tmodel\tcount\tp50\tp95\tp99\tmax\t\n")
 	var rows, sums []string
 	forEachMetric(md, func(_ pcommon.Map, m pmetric.Metric) {
 		switch m.Type() {
@@ -144,15 +132,15 @@ func printSummary(w io.Writer, spans []localstack.ReceivedSpan, md pmetric.Metri
 	})
 	sort.Strings(rows)
 	for _, r := range rows {
-		row.printf("%s\n", r)
+		row.Printf("%s\n", r)
 	}
-	out.err = errors.Join(out.err, row.err, tw.Flush())
+	out.Err = errors.Join(out.Err, row.Err, tw.Flush())
 	sort.Strings(sums)
-	out.printf("\nCounters:\n")
+	out.Printf("\nCounters:\n")
 	for _, s := range sums {
-		out.printf("%s\n", s)
+		out.Printf("%s\n", s)
 	}
-	return out.err
+	return out.Err
 }
 
 func intAttr(a pcommon.Map, k string) string {

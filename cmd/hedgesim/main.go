@@ -13,6 +13,8 @@ import (
 	"io"
 	"os"
 	"time"
+
+	"github.com/streamstall/streamstall/internal/textout"
 )
 
 func main() {
@@ -29,28 +31,16 @@ func main() {
 	}
 }
 
-// printer writes formatted text and keeps the first error.
-type printer struct {
-	w   io.Writer
-	err error
-}
-
-func (p *printer) printf(format string, args ...any) {
-	if p.err == nil {
-		_, p.err = fmt.Fprintf(p.w, format, args...)
-	}
-}
-
 // report prints every table.
 func report(out io.Writer, calls int, seed uint64) error {
-	w := &printer{w: out}
-	w.printf("## %s\n\n", w1.name)
+	w := &textout.Printer{W: out}
+	w.Printf("## %s\n\n", w1.name)
 	printTable(w, runPolicies(w1, policiesW1(), calls, seed), time.Second, "s")
-	w.printf("\n## %s\n\n", w2.name)
+	w.Printf("\n## %s\n\n", w2.name)
 	printTable(w, runPolicies(w2, policiesW2(), calls, seed), time.Millisecond, "ms")
-	w.printf("\n### W2: streamstall streaming, p99 against extra attempts by budget (tokenRatio)\n\n")
+	w.Printf("\n### W2: streamstall streaming, p99 against extra attempts by budget (tokenRatio)\n\n")
 	printCurve(w, budgetCurve(calls, seed))
-	return w.err
+	return w.Err
 }
 
 type row struct {
@@ -66,12 +56,12 @@ func runPolicies(w workload, specs []policySpec, calls int, seed uint64) []row {
 	return rows
 }
 
-func printTable(w *printer, rows []row, unit time.Duration, unitName string) {
-	w.printf("| policy | p50 (%[1]s) | p95 (%[1]s) | p99 (%[1]s) | p99.9 (%[1]s) | extra attempts | wasted tokens / call | failed calls |\n", unitName)
-	w.printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+func printTable(w *textout.Printer, rows []row, unit time.Duration, unitName string) {
+	w.Printf("| policy | p50 (%[1]s) | p95 (%[1]s) | p99 (%[1]s) | p99.9 (%[1]s) | extra attempts | wasted tokens / call | failed calls |\n", unitName)
+	w.Printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	u := float64(unit)
 	for _, r := range rows {
-		w.printf("| %s | %.1f | %.1f | %.1f | %.1f | %.1f %% | %.1f | %d |\n", r.name,
+		w.Printf("| %s | %.1f | %.1f | %.1f | %.1f | %.1f %% | %.1f | %d |\n", r.name,
 			r.st.quantile(0.5)/u, r.st.quantile(0.95)/u, r.st.quantile(0.99)/u, r.st.quantile(0.999)/u,
 			r.st.extraPct(), r.st.wastedPerCall(), r.st.failed)
 	}
@@ -92,11 +82,11 @@ func budgetCurve(calls int, seed uint64) []curvePoint {
 	return pts
 }
 
-func printCurve(w *printer, pts []curvePoint) {
-	w.printf("| budget (tokenRatio) | p50 (ms) | p99 (ms) | p99.9 (ms) | extra attempts |\n")
-	w.printf("| ---: | ---: | ---: | ---: | ---: |\n")
+func printCurve(w *textout.Printer, pts []curvePoint) {
+	w.Printf("| budget (tokenRatio) | p50 (ms) | p99 (ms) | p99.9 (ms) | extra attempts |\n")
+	w.Printf("| ---: | ---: | ---: | ---: | ---: |\n")
 	for _, p := range pts {
-		w.printf("| %.0f %% | %.1f | %.1f | %.1f | %.1f %% |\n", 100*p.ratio,
+		w.Printf("| %.0f %% | %.1f | %.1f | %.1f | %.1f %% |\n", 100*p.ratio,
 			p.st.quantile(0.5)/1e6, p.st.quantile(0.99)/1e6, p.st.quantile(0.999)/1e6, p.st.extraPct())
 	}
 }
