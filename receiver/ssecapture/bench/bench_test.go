@@ -36,6 +36,7 @@ var (
 	pinFlag         = flag.Bool("pin", false, "BenchmarkChunkLatency: load on CPU 0, every proxy on CPU 1")
 	jitterFlag      = flag.Bool("jitter", true, "BenchmarkChunkLatency: stagger first chunks and jitter gaps; false: every stream in lockstep")
 	quietStealFlag  = flag.Float64("quiet-steal", 1, "BenchmarkChunkLatency: percent of CPU time the hypervisor may steal in a round still called quiet")
+	controlFlag     = flag.Bool("control", true, "BenchmarkChunkLatency: run a second, identical nginx as a path of its own (nginx_again): how far two identical paths differ is what the comparison can resolve")
 )
 
 type pathStats struct {
@@ -79,7 +80,10 @@ type roundStats struct {
 // then, unseen from inside but for the steal counter of /proc/stat: each
 // path's run records the share stolen, a round in which it stayed at most
 // -quiet-steal for every path is quiet, and the target is judged over all
-// rounds and over the quiet ones alone. The proxies run in processes of
+// rounds and over the quiet ones alone. A second nginx, identical to the
+// first (nginx_again, -control), is a path of its own: how its per-round
+// p99 differs from nginx's shows how large a difference between two
+// proxies this run can resolve at all. The proxies run in processes of
 // their own (sse_capture and the bare proxy are this test binary
 // re-executed), so none shares a scheduler with fakellm and the clients.
 func BenchmarkChunkLatency(b *testing.B) {
@@ -96,9 +100,15 @@ func BenchmarkChunkLatency(b *testing.B) {
 	nginx := &pathStats{name: "nginx"}
 	ours := &pathStats{name: "sse_capture", url: capture.url, proc: capture}
 	paths := []*pathStats{{name: "direct", url: upstream}, ours, {name: "go_bare", url: bare.url, proc: bare}, nginx}
+	var control *pathStats // nginx again: the comparison's own resolution
 	if bin, ok := findNginx(); ok {
 		ng := startNginx(b, bin, upstream)
 		nginx.url, nginx.proc = ng.url, ng
+		if *controlFlag {
+			again := startNginx(b, bin, upstream)
+			control = &pathStats{name: "nginx_again", url: again.url, proc: again}
+			paths = append(paths, control)
+		}
 	} else {
 		nginx.skipped = "nginx is not installed (apt-get install -y nginx): no nginx comparison"
 		b.Log(nginx.skipped)
@@ -223,21 +233,20 @@ func BenchmarkChunkLatency(b *testing.B) {
 		verdict := func(which string, keep func(int) bool) {
 			a99, _, _ := added(ours, p99s, keep)
 			n99, _, _ := added(nginx, p99s, keep)
-			wins, n := 0, 0
-			for i := range nginx.rounds {
-				if keep(i) {
-					n++
-					if ours.rounds[i].p99 <= nginx.rounds[i].p99 {
-						wins++
-					}
-				}
-			}
-			if n == 0 {
+			vs := vsNginx(ours, nginx, keep)
+			if vs.rounds == 0 {
 				fmt.Fprintf(&table, "target, %s: no such round\n", which)
 				return
 			}
 			fmt.Fprintf(&table, "target, %s: sse_capture's added p99 %.0f µs: under 1 ms %s; at or below nginx's %.0f µs %s (at or below in %d of %d rounds)\n",
-				which, micros(a99), yesNo(a99 < time.Millisecond), micros(n99), yesNo(a99 <= n99), wins, n)
+				which, micros(a99), yesNo(a99 < time.Millisecond), micros(n99), yesNo(a99 <= n99), vs.atOrBelow, vs.rounds)
+			if control != nil {
+				// The same question asked of two identical nginx processes:
+				// its answer is a coin toss, and the spread of its per-round
+				// differences is what this run can tell apart.
+				fmt.Fprintf(&table, "  per-round p99 minus nginx's, µs: sse_capture %s; nginx_again, identical to nginx, %s\n",
+					vs, vsNginx(control, nginx, keep))
+			}
 		}
 		verdict("all rounds", all)
 		verdict(fmt.Sprintf("quiet rounds (at most %.1f %% stolen)", *quietStealFlag), isQuiet)
@@ -269,6 +278,38 @@ func latencyScripts(tb testing.TB, streams, chunks int, gap float64, jitter bool
 		headers[i] = scriptHeader(tb, s)
 	}
 	return headers
+}
+
+// againstNginx is how one path's per-round p99 compared with nginx's.
+type againstNginx struct {
+	med, lo, hi time.Duration
+	atOrBelow   int
+	rounds      int
+}
+
+func (a againstNginx) String() string {
+	return fmt.Sprintf("median %+.0f [%+.0f, %+.0f], at or below in %d of %d", micros(a.med), micros(a.lo), micros(a.hi), a.atOrBelow, a.rounds)
+}
+
+// vsNginx compares p's per-round p99 with nginx's over the rounds keep
+// picks.
+func vsNginx(p, nginx *pathStats, keep func(int) bool) againstNginx {
+	var d []time.Duration
+	var a againstNginx
+	for i := range nginx.rounds {
+		if keep(i) {
+			d = append(d, p.rounds[i].p99-nginx.rounds[i].p99)
+			if p.rounds[i].p99 <= nginx.rounds[i].p99 {
+				a.atOrBelow++
+			}
+		}
+	}
+	if len(d) == 0 {
+		return a
+	}
+	slices.Sort(d)
+	a.med, a.lo, a.hi, a.rounds = median(d), d[0], d[len(d)-1], len(d)
+	return a
 }
 
 func median(sorted []time.Duration) time.Duration {
