@@ -40,15 +40,16 @@ var (
 )
 
 type pathStats struct {
-	name    string
-	url     string
-	lat     []time.Duration // every round's, pooled
-	rounds  []roundStats
-	cpu     time.Duration // the proxy process's own
-	chunks  int
-	errors  int
-	proc    *proxyProcess
-	skipped string
+	name     string
+	url      string
+	lat      []time.Duration // every round's, pooled
+	rounds   []roundStats
+	cpu      time.Duration // the proxy process's own
+	switches int64         // the proxy process's context switches
+	chunks   int
+	errors   int
+	proc     *proxyProcess
+	skipped  string
 }
 
 // roundStats is one path's delivery latency in one round, and the share of
@@ -139,9 +140,10 @@ func BenchmarkChunkLatency(b *testing.B) {
 		for r := range rounds {
 			for k := range run {
 				p := run[(r+k)%len(run)]
-				cpu0, runSteal0, runWall0 := p.proc.cpuTime(), stolenCPU(), time.Now()
+				cpu0, switches0, runSteal0, runWall0 := p.proc.cpuTime(), p.proc.contextSwitches(), stolenCPU(), time.Now()
 				lat, errs, err := runStreams(ctx, fake, p.url, streams, concurrency, headers)
 				p.cpu += p.proc.cpuTime() - cpu0
+				p.switches += p.proc.contextSwitches() - switches0
 				p.errors += errs
 				switch {
 				case err != nil && p == ours:
@@ -192,7 +194,7 @@ func BenchmarkChunkLatency(b *testing.B) {
 	var table strings.Builder
 	fmt.Fprintf(&table, "\n%d rounds of %d streams per path, %d at a time, %d chunks %.0f ms apart (%.0f chunks/s); %s; CPU stolen by the hypervisor %.1f %%\n",
 		rounds, streams, concurrency, chunks, *gapFlag, float64(concurrency)*1000 / *gapFlag, placement, steal)
-	fmt.Fprintf(&table, "%-12s %8s %8s %9s %9s %20s %7s\n", "path", "chunks", "p50 µs", "p99 µs", "+p50 µs", "+p99 µs [range]", "CPU µs/chunk")
+	fmt.Fprintf(&table, "%-12s %8s %8s %9s %9s %20s %7s %s\n", "path", "chunks", "p50 µs", "p99 µs", "+p50 µs", "+p99 µs [range]", "CPU µs/chunk", "switches/chunk")
 	for _, p := range paths {
 		if p.skipped != "" {
 			fmt.Fprintf(&table, "%-12s %s\n", p.name, p.skipped)
@@ -209,11 +211,13 @@ func BenchmarkChunkLatency(b *testing.B) {
 		a50, _, _ := added(p, p50s, all)
 		a99, lo, hi := added(p, p99s, all)
 		cpu := p.cpu / time.Duration(max(1, p.chunks))
-		fmt.Fprintf(&table, "%-12s %8d %8.0f %9.0f %9.0f %20s %7.1f  errors %d\n", p.name, p.chunks, micros(p50), micros(p99),
-			micros(a50), fmt.Sprintf("%.0f [%.0f, %.0f]", micros(a99), micros(lo), micros(hi)), micros(cpu), p.errors)
+		switches := float64(p.switches) / float64(max(1, p.chunks))
+		fmt.Fprintf(&table, "%-12s %8d %8.0f %9.0f %9.0f %20s %7.1f %8.2f  errors %d\n", p.name, p.chunks, micros(p50), micros(p99),
+			micros(a50), fmt.Sprintf("%.0f [%.0f, %.0f]", micros(a99), micros(lo), micros(hi)), micros(cpu), switches, p.errors)
 		b.ReportMetric(micros(a50), "µs-p50-added-"+p.name)
 		b.ReportMetric(micros(a99), "µs-p99-added-"+p.name)
 		b.ReportMetric(micros(cpu), "µs-cpu/chunk-"+p.name)
+		b.ReportMetric(switches, "switches/chunk-"+p.name)
 	}
 	for r := range direct.rounds {
 		fmt.Fprintf(&table, "round %d: +p99 µs", r+1)

@@ -404,6 +404,34 @@ func (n *proxyProcess) cpuTime() time.Duration {
 	return time.Duration(utime+stime) * (time.Second / 100) // USER_HZ is 100 on Linux
 }
 
+// contextSwitches returns how many times the process's threads have been
+// switched off a CPU so far (voluntary and not), summed over its threads
+// from /proc. Each is a sleep and a wake-up: a chance for the scheduler to
+// run something else first, which is where a proxy's tail comes from.
+func (n *proxyProcess) contextSwitches() int64 {
+	if n == nil {
+		return 0
+	}
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", n.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	var total int64
+	for _, t := range tasks {
+		raw, err := os.ReadFile(t)
+		if err != nil {
+			continue // the thread has exited
+		}
+		for line := range strings.Lines(string(raw)) {
+			if name, value, ok := strings.Cut(line, ":"); ok && strings.HasSuffix(name, "ctxt_switches") {
+				v, _ := strconv.ParseInt(strings.TrimSpace(value), 10, 64)
+				total += v
+			}
+		}
+	}
+	return total
+}
+
 // streamResult is what a client saw of one stream: the response id (to
 // find fakellm's record) and when each content chunk arrived.
 type streamResult struct {
