@@ -406,8 +406,10 @@ func (n *proxyProcess) cpuTime() time.Duration {
 
 // contextSwitches returns how many times the process's threads have been
 // switched off a CPU so far (voluntary and not), summed over its threads
-// from /proc. Each is a sleep and a wake-up: a chance for the scheduler to
-// run something else first, which is where a proxy's tail comes from.
+// from /proc. After each, the thread waits to be put back on a CPU (woken
+// from a sleep, or preempted): a chance for the scheduler to run something
+// else first, which is where a proxy's tail comes from. A thread that exits
+// takes its count with it; Go's threads and nginx's one rarely do.
 func (n *proxyProcess) contextSwitches() int64 {
 	if n == nil {
 		return 0
