@@ -99,3 +99,63 @@ func TestTeeStampsEachFrameWithItsRead(t *testing.T) {
 	assert.True(t, c.eof)
 	assert.NoError(t, c.parseErr)
 }
+
+// TestTeeStampsAcrossBatches: frames are parsed in batches of reads, and
+// still every frame carries its own read's arrival time, on both sides of
+// every batch boundary, with a frame larger than a whole batch among them
+// and a frame split across the boundary.
+func TestTeeStampsAcrossBatches(t *testing.T) {
+	const frames = 5*parseBatchReads + 3
+	huge := chatFrame(strings.Repeat("y", 2*parseBatchBytes))
+	var reads []scriptedRead
+	var wantAt []time.Duration
+	elapsed := time.Duration(0)
+	for i := range frames {
+		gap := time.Duration(i+1) * time.Millisecond
+		elapsed += gap
+		frame := chatFrame(fmt.Sprint(i))
+		switch i {
+		case parseBatchReads + 1:
+			frame = huge
+		case 3*parseBatchReads - 1: // split: the frame ends in the next read
+			half := len(frame) / 2
+			reads = append(reads, scriptedRead{gap, frame[:half]})
+			frame = frame[half:]
+			gap = time.Millisecond
+			elapsed += gap
+		}
+		reads = append(reads, scriptedRead{gap, frame})
+		wantAt = append(wantAt, elapsed)
+	}
+	var want strings.Builder
+	for _, r := range reads {
+		want.WriteString(r.data)
+	}
+	start := time.Unix(1_790_000_000, 0)
+	clock := clockwork.NewFakeClockAt(start)
+	c := &call{p: &proxy{clock: clock, cfg: &ProxyConfig{}}, shape: llmstream.ShapeChatCompletions}
+	tee := &sseTee{rc: &scriptedBody{clock: clock, reads: reads}, c: c}
+	tee.parser.Handler = tee.onEvent
+
+	var got strings.Builder
+	buf := make([]byte, 32<<10) // ReverseProxy's copy buffer
+	for {
+		n, err := tee.Read(buf)
+		got.Write(buf[:n])
+		// What waits to be parsed stays bounded by a batch and one read.
+		require.LessOrEqual(t, len(tee.reads), parseBatchReads)
+		require.LessOrEqual(t, len(tee.batch), parseBatchBytes+len(buf))
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err)
+	}
+	require.NoError(t, tee.Close())
+	assert.Equal(t, want.String(), got.String())
+	require.Len(t, c.chunks, frames)
+	for i, ch := range c.chunks {
+		assert.Equal(t, start.Add(wantAt[i]).UnixNano(), ch.at, "frame %d", i)
+	}
+	assert.Empty(t, tee.batch, "everything parsed at close")
+	assert.NoError(t, c.parseErr)
+}
