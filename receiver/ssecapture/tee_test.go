@@ -47,6 +47,24 @@ func (s *scriptedBody) Close() error {
 	return nil
 }
 
+// scriptStart is when a scripted body's fake clock starts.
+var scriptStart = time.Unix(1_790_000_000, 0)
+
+// newScriptedTee returns a chat-completions tee over a scripted body, its
+// fake clock starting at scriptStart, and the bytes the body will yield.
+func newScriptedTee(reads []scriptedRead) (*sseTee, *scriptedBody, string) {
+	var want strings.Builder
+	for _, r := range reads {
+		want.WriteString(r.data)
+	}
+	clock := clockwork.NewFakeClockAt(scriptStart)
+	c := &call{p: &proxy{clock: clock, cfg: &ProxyConfig{}}, shape: llmstream.ShapeChatCompletions}
+	body := &scriptedBody{clock: clock, reads: reads}
+	tee := &sseTee{rc: body, c: c}
+	tee.parser.Handler = tee.onEvent
+	return tee, body, want.String()
+}
+
 func chatFrame(text string) string {
 	return fmt.Sprintf("data: {\"choices\":[{\"delta\":{\"content\":%q}}]}\n\n", text)
 }
@@ -66,24 +84,16 @@ func TestTeeStampsEachFrameWithItsRead(t *testing.T) {
 		{1 * time.Millisecond, chatFrame("d") + chatFrame("e")}, // two frames, one read
 		{2 * time.Millisecond, "data: [DONE]\n\n"},
 	}
-	var want strings.Builder
-	for _, r := range reads {
-		want.WriteString(r.data)
-	}
-	start := time.Unix(1_790_000_000, 0)
-	clock := clockwork.NewFakeClockAt(start)
-	c := &call{p: &proxy{clock: clock, cfg: &ProxyConfig{}}, shape: llmstream.ShapeChatCompletions}
-	body := &scriptedBody{clock: clock, reads: reads}
-	tee := &sseTee{rc: body, c: c}
-	tee.parser.Handler = tee.onEvent
+	tee, body, want := newScriptedTee(reads)
+	c := tee.c
 
 	got, err := io.ReadAll(tee)
 	require.NoError(t, err)
 	require.NoError(t, tee.Close())
 	assert.True(t, body.closed)
-	assert.Equal(t, want.String(), string(got))
+	assert.Equal(t, want, string(got))
 
-	ms := func(d time.Duration) int64 { return start.Add(d).UnixNano() }
+	ms := func(d time.Duration) int64 { return scriptStart.Add(d).UnixNano() }
 	var at []int64
 	for _, ch := range c.chunks {
 		at = append(at, ch.at)
@@ -127,15 +137,8 @@ func TestTeeStampsAcrossBatches(t *testing.T) {
 		reads = append(reads, scriptedRead{gap, frame})
 		wantAt = append(wantAt, elapsed)
 	}
-	var want strings.Builder
-	for _, r := range reads {
-		want.WriteString(r.data)
-	}
-	start := time.Unix(1_790_000_000, 0)
-	clock := clockwork.NewFakeClockAt(start)
-	c := &call{p: &proxy{clock: clock, cfg: &ProxyConfig{}}, shape: llmstream.ShapeChatCompletions}
-	tee := &sseTee{rc: &scriptedBody{clock: clock, reads: reads}, c: c}
-	tee.parser.Handler = tee.onEvent
+	tee, _, want := newScriptedTee(reads)
+	c := tee.c
 
 	var got strings.Builder
 	buf := make([]byte, 32<<10) // ReverseProxy's copy buffer
@@ -151,10 +154,10 @@ func TestTeeStampsAcrossBatches(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.NoError(t, tee.Close())
-	assert.Equal(t, want.String(), got.String())
+	assert.Equal(t, want, got.String())
 	require.Len(t, c.chunks, frames)
 	for i, ch := range c.chunks {
-		assert.Equal(t, start.Add(wantAt[i]).UnixNano(), ch.at, "frame %d", i)
+		assert.Equal(t, scriptStart.Add(wantAt[i]).UnixNano(), ch.at, "frame %d", i)
 	}
 	assert.Empty(t, tee.batch, "everything parsed at close")
 	assert.NoError(t, c.parseErr)
