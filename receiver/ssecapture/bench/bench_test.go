@@ -177,20 +177,9 @@ func BenchmarkChunkLatency(b *testing.B) {
 	all := func(int) bool { return true }
 	isQuiet := func(r int) bool { return quiet[r] }
 	added := func(p *pathStats, pick func(roundStats) time.Duration, keep func(int) bool) (med, lo, hi time.Duration) {
-		var d []time.Duration
-		for i := range p.rounds {
-			if keep(i) {
-				d = append(d, pick(p.rounds[i])-pick(direct.rounds[i]))
-			}
-		}
-		if len(d) == 0 {
-			return 0, 0, 0
-		}
-		slices.Sort(d)
-		return median(d), d[0], d[len(d)-1]
+		med, lo, hi, _ = perRound(p, direct, pick, keep)
+		return med, lo, hi
 	}
-	p50s := func(s roundStats) time.Duration { return s.p50 }
-	p99s := func(s roundStats) time.Duration { return s.p99 }
 	var table strings.Builder
 	fmt.Fprintf(&table, "\n%d rounds of %d streams per path, %d at a time, %d chunks %.0f ms apart (%.0f chunks/s); %s; CPU stolen by the hypervisor %.1f %%\n",
 		rounds, streams, concurrency, chunks, *gapFlag, float64(concurrency)*1000 / *gapFlag, placement, steal)
@@ -298,22 +287,33 @@ func (a againstNginx) String() string {
 // vsNginx compares p's per-round p99 with nginx's over the rounds keep
 // picks.
 func vsNginx(p, nginx *pathStats, keep func(int) bool) againstNginx {
-	var d []time.Duration
 	var a againstNginx
+	a.med, a.lo, a.hi, a.rounds = perRound(p, nginx, p99s, keep)
 	for i := range nginx.rounds {
+		if keep(i) && p.rounds[i].p99 <= nginx.rounds[i].p99 {
+			a.atOrBelow++
+		}
+	}
+	return a
+}
+
+func p50s(s roundStats) time.Duration { return s.p50 }
+func p99s(s roundStats) time.Duration { return s.p99 }
+
+// perRound is the median and range of p's per-round figure (pick) minus
+// ref's in the same round, over the n rounds keep picks.
+func perRound(p, ref *pathStats, pick func(roundStats) time.Duration, keep func(int) bool) (med, lo, hi time.Duration, n int) {
+	var d []time.Duration
+	for i := range ref.rounds {
 		if keep(i) {
-			d = append(d, p.rounds[i].p99-nginx.rounds[i].p99)
-			if p.rounds[i].p99 <= nginx.rounds[i].p99 {
-				a.atOrBelow++
-			}
+			d = append(d, pick(p.rounds[i])-pick(ref.rounds[i]))
 		}
 	}
 	if len(d) == 0 {
-		return a
+		return 0, 0, 0, 0
 	}
 	slices.Sort(d)
-	a.med, a.lo, a.hi, a.rounds = median(d), d[0], d[len(d)-1], len(d)
-	return a
+	return median(d), d[0], d[len(d)-1], len(d)
 }
 
 func median(sorted []time.Duration) time.Duration {
