@@ -11,6 +11,8 @@
 // sse_capture. BenchmarkIngest posts records to the ingest endpoint.
 //
 // SSE_CAPTURE_BENCH_CPUPROFILE=prefix writes a CPU profile of each Go proxy
-// process (prefix.sse_capture, prefix.bare); SSE_CAPTURE_BENCH_CHILD_ENV
+// process (prefix.sse_capture, prefix.bare) and, as it exits, its
+// allocation profile (prefix.sse_capture.allocs, prefix.bare.allocs: go tool
+// pprof -sample_index=alloc_space); SSE_CAPTURE_BENCH_CHILD_ENV
 // sets environment variables (GOGC=..., GOMAXPROCS=...) on them alone.
 package bench

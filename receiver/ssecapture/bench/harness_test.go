@@ -197,7 +197,9 @@ func runCaptureChild(spec string) int {
 
 // profileChild profiles a proxy process alone when
 // SSE_CAPTURE_BENCH_CPUPROFILE names a file prefix: prefix.sse_capture and
-// prefix.bare. It returns the function that ends the profile.
+// prefix.bare, and, written as the process ends, the allocations of its
+// whole life in prefix.sse_capture.allocs and prefix.bare.allocs. It
+// returns the function that ends the profile.
 func profileChild(kind string) func() {
 	prefix := os.Getenv("SSE_CAPTURE_BENCH_CPUPROFILE")
 	if prefix == "" {
@@ -208,7 +210,14 @@ func profileChild(kind string) func() {
 		return func() {}
 	}
 	_ = pprof.StartCPUProfile(f)
-	return func() { pprof.StopCPUProfile(); _ = f.Close() }
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+		if h, err := os.Create(prefix + "." + kind + ".allocs"); err == nil {
+			_ = pprof.Lookup("allocs").WriteTo(h, 0)
+			_ = h.Close()
+		}
+	}
 }
 
 // runBareChild serves a plain reverse proxy until stdin closes.
