@@ -36,6 +36,7 @@ var (
 	pinFlag         = flag.Bool("pin", false, "BenchmarkChunkLatency: load on CPU 0, every proxy on CPU 1")
 	jitterFlag      = flag.Bool("jitter", true, "BenchmarkChunkLatency: stagger first chunks and jitter gaps; false: every stream in lockstep")
 	quietStealFlag  = flag.Float64("quiet-steal", 1, "BenchmarkChunkLatency: percent of CPU time the hypervisor may steal in a round still called quiet")
+	variantFlag     = flag.String("variant", "", `BenchmarkChunkLatency: environment variables (for example "GOMAXPROCS=1 GOGC=200") of a second sse_capture process, a path of its own (sse_capture*) in the same rounds`)
 	controlFlag     = flag.Bool("control", true, "BenchmarkChunkLatency: run a second, identical nginx as a path of its own (nginx_again): how far two identical paths differ is what the comparison can resolve")
 )
 
@@ -99,8 +100,18 @@ func BenchmarkChunkLatency(b *testing.B) {
 	fake, upstream := startFakeLLM(b)
 	capture, bare := startCaptureProcess(b, upstream), startBareProcess(b, upstream)
 	nginx := &pathStats{name: "nginx"}
-	ours := &pathStats{name: "sse_capture", url: capture.url, proc: capture}
-	paths := []*pathStats{{name: "direct", url: upstream}, ours, {name: "go_bare", url: bare.url, proc: bare}, nginx}
+	capturePath := &pathStats{name: "sse_capture", url: capture.url, proc: capture}
+	paths := []*pathStats{{name: "direct", url: upstream}, capturePath, {name: "go_bare", url: bare.url, proc: bare}, nginx}
+	var variant *pathStats
+	if *variantFlag != "" {
+		// The same receiver under other runtime settings, measured in the
+		// same rounds as the rest: a setting's effect on the tail is
+		// smaller than the drift of a shared VM between two runs.
+		v := startCaptureProcess(b, upstream, strings.Fields(*variantFlag)...)
+		variant = &pathStats{name: "sse_capture*", url: v.url, proc: v}
+		paths = append(paths, variant)
+		b.Logf("sse_capture* is sse_capture with %s", *variantFlag)
+	}
 	var control *pathStats // nginx again: the comparison's own resolution
 	if bin, ok := findNginx(); ok {
 		ng := startNginx(b, bin, upstream)
@@ -126,7 +137,7 @@ func BenchmarkChunkLatency(b *testing.B) {
 	for _, p := range run { // warm up connections and code paths
 		_, errs, err := runStreams(ctx, fake, p.url, concurrency, concurrency, headers)
 		switch {
-		case err != nil && (p == ours || p == paths[0]):
+		case err != nil && (ours(p) || p == paths[0]):
 			b.Fatalf("%s warm-up: %d failed streams, first: %v", p.name, errs, err)
 		case err != nil:
 			// go_bare loses a stream now and then to a net/http race (see
@@ -146,7 +157,7 @@ func BenchmarkChunkLatency(b *testing.B) {
 				p.switches += p.proc.contextSwitches() - switches0
 				p.errors += errs
 				switch {
-				case err != nil && p == ours:
+				case err != nil && ours(p):
 					b.Errorf("%s: %d failed streams, first: %v", p.name, errs, err)
 				case err != nil:
 					// A baseline's failures are counted in its row, not ours to fail on.
@@ -224,15 +235,19 @@ func BenchmarkChunkLatency(b *testing.B) {
 	}
 	if nginx.skipped == "" {
 		verdict := func(which string, keep func(int) bool) {
-			a99, _, _ := added(ours, p99s, keep)
+			a99, _, _ := added(capturePath, p99s, keep)
 			n99, _, _ := added(nginx, p99s, keep)
-			vs := vsNginx(ours, nginx, keep)
+			vs := vsNginx(capturePath, nginx, keep)
 			if vs.rounds == 0 {
 				fmt.Fprintf(&table, "target, %s: no such round\n", which)
 				return
 			}
 			fmt.Fprintf(&table, "target, %s: sse_capture's added p99 %.0f µs: under 1 ms %s; at or below nginx's %.0f µs %s (at or below in %d of %d rounds)\n",
 				which, micros(a99), yesNo(a99 < time.Millisecond), micros(n99), yesNo(a99 <= n99), vs.atOrBelow, vs.rounds)
+			if variant != nil {
+				a, _, _ := added(variant, p99s, keep)
+				fmt.Fprintf(&table, "  sse_capture*'s added p99 %.0f µs; per-round p99 minus nginx's, µs: %s\n", micros(a), vsNginx(variant, nginx, keep))
+			}
 			if control != nil {
 				// The same question asked of two identical nginx processes:
 				// its answer is a coin toss, and the spread of its per-round
@@ -296,6 +311,10 @@ func vsNginx(p, nginx *pathStats, keep func(int) bool) againstNginx {
 	}
 	return a
 }
+
+// ours tells the paths through sse_capture (a failed stream fails the
+// benchmark) from the baselines.
+func ours(p *pathStats) bool { return strings.HasPrefix(p.name, "sse_capture") }
 
 func p50s(s roundStats) time.Duration { return s.p50 }
 func p99s(s roundStats) time.Duration { return s.p99 }

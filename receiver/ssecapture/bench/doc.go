@@ -14,5 +14,7 @@
 // process (prefix.sse_capture, prefix.bare) and, as it exits, its
 // allocation profile (prefix.sse_capture.allocs, prefix.bare.allocs: go tool
 // pprof -sample_index=alloc_space); SSE_CAPTURE_BENCH_CHILD_ENV
-// sets environment variables (GOGC=..., GOMAXPROCS=...) on them alone.
+// sets environment variables (GOGC=..., GOMAXPROCS=...) on them alone;
+// -variant "GOMAXPROCS=1" runs a second sse_capture process with those
+// variables as a path of its own (sse_capture*) in the same rounds.
 package bench

@@ -121,8 +121,8 @@ const childEnv = "SSE_CAPTURE_BENCH_CHILD"
 
 // startCaptureProcess runs sse_capture in a child process (this test binary,
 // re-executed: see TestMain) in front of upstream.
-func startCaptureProcess(tb testing.TB, upstream string) *proxyProcess {
-	return startChildProxy(tb, "sse_capture", upstream)
+func startCaptureProcess(tb testing.TB, upstream string, env ...string) *proxyProcess {
+	return startChildProxy(tb, "sse_capture", upstream, env...)
 }
 
 // startBareProcess runs a bare httputil.ReverseProxy (flushing every write,
@@ -132,7 +132,9 @@ func startBareProcess(tb testing.TB, upstream string) *proxyProcess {
 	return startChildProxy(tb, "bare", upstream)
 }
 
-func startChildProxy(tb testing.TB, kind, upstream string) *proxyProcess {
+// startChildProxy starts a Go proxy process; env is added to its
+// environment after SSE_CAPTURE_BENCH_CHILD_ENV.
+func startChildProxy(tb testing.TB, kind, upstream string, env ...string) *proxyProcess {
 	tb.Helper()
 	addr := freeAddr(tb)
 	cmd := proxyCommand(os.Args[0], "-test.run=^$")
@@ -140,6 +142,7 @@ func startChildProxy(tb testing.TB, kind, upstream string) *proxyProcess {
 	// SSE_CAPTURE_BENCH_CHILD_ENV="GOGC=400 GOMAXPROCS=1" tries runtime
 	// settings on the Go proxies alone.
 	cmd.Env = append(cmd.Env, strings.Fields(os.Getenv("SSE_CAPTURE_BENCH_CHILD_ENV"))...)
+	cmd.Env = append(cmd.Env, env...)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		tb.Fatal(err)
