@@ -37,6 +37,7 @@ var (
 	jitterFlag      = flag.Bool("jitter", true, "BenchmarkChunkLatency: stagger first chunks and jitter gaps; false: every stream in lockstep")
 	quietStealFlag  = flag.Float64("quiet-steal", 1, "BenchmarkChunkLatency: percent of CPU time the hypervisor may steal in a round still called quiet")
 	variantFlag     = flag.String("variant", "", `BenchmarkChunkLatency: environment variables (for example "GOMAXPROCS=1 GOGC=200") of a second sse_capture process, a path of its own (sse_capture*) in the same rounds`)
+	nginxWorkers    = flag.Int("nginx-workers", 0, "BenchmarkChunkLatency: nginx worker processes; 0: one per CPU, as Debian's nginx.conf has it (worker_processes auto)")
 	controlFlag     = flag.Bool("control", true, "BenchmarkChunkLatency: run a second, identical nginx as a path of its own (nginx_again): how far two identical paths differ is what the comparison can resolve")
 )
 
@@ -87,7 +88,9 @@ type roundStats struct {
 // p99 differs from nginx's shows how large a difference between two
 // proxies this run can resolve at all. The proxies run in processes of
 // their own (sse_capture and the bare proxy are this test binary
-// re-executed), so none shares a scheduler with fakellm and the clients.
+// re-executed), so none shares a scheduler with fakellm and the clients;
+// each may use every CPU: a Go proxy one thread per CPU, nginx one worker
+// per CPU, as Debian's nginx.conf runs it.
 func BenchmarkChunkLatency(b *testing.B) {
 	streams, concurrency, chunks, rounds := *streamsFlag, *concurrencyFlag, *chunksFlag, *roundsFlag
 	placement := "load and proxies share every CPU"
@@ -114,10 +117,10 @@ func BenchmarkChunkLatency(b *testing.B) {
 	}
 	var control *pathStats // nginx again: the comparison's own resolution
 	if bin, ok := findNginx(); ok {
-		ng := startNginx(b, bin, upstream)
+		ng := startNginx(b, bin, upstream, *nginxWorkers)
 		nginx.url, nginx.proc = ng.url, ng
 		if *controlFlag {
-			again := startNginx(b, bin, upstream)
+			again := startNginx(b, bin, upstream, *nginxWorkers)
 			control = &pathStats{name: "nginx_again", url: again.url, proc: again}
 			paths = append(paths, control)
 		}
@@ -360,7 +363,7 @@ func BenchmarkConcurrentStreams(b *testing.B) {
 	capture := startCaptureProcess(b, upstream)
 	paths := []*pathStats{{name: "direct", url: upstream}, {name: "sse_capture", url: capture.url, proc: capture}, {name: "nginx"}}
 	if bin, ok := findNginx(); ok {
-		ng := startNginx(b, bin, upstream)
+		ng := startNginx(b, bin, upstream, *nginxWorkers)
 		paths[2].url, paths[2].proc = ng.url, ng
 	} else {
 		paths[2].skipped = "nginx is not installed (apt-get install -y nginx): no nginx comparison"

@@ -272,7 +272,7 @@ func proxyCommand(name string, args ...string) *exec.Cmd {
 // pinLoad gives the proxies a core of their own, as a proxy in front of an
 // LLM API has in production: this process (fakellm and the clients, the
 // load) is pinned to CPU 0 and every proxy started afterwards to CPU 1. On
-// one CPU a Go proxy's GOMAXPROCS is 1, as nginx's one worker is one
+// one CPU a Go proxy's GOMAXPROCS is 1, and nginx gets one worker, one
 // thread. Without it (the default), the proxies' tails also measure how the
 // kernel shares two cores between the load generator and them. It reports
 // why it could not pin, and undoes the pinning at cleanup.
@@ -349,14 +349,26 @@ func findNginx() (string, bool) {
 }
 
 // startNginx runs Debian's nginx with proxy_buffering off in front of
-// upstream, as one process (master_process off, one worker's work).
-func startNginx(tb testing.TB, bin, upstream string) *proxyProcess {
+// upstream. With one worker it runs as one process (master_process off)
+// that does the worker's work; with more, as a master and its workers
+// (Debian's own nginx.conf asks for one per CPU: worker_processes auto).
+func startNginx(tb testing.TB, bin, upstream string, workers int) *proxyProcess {
 	tb.Helper()
 	dir := tb.TempDir()
 	addr := freeAddr(tb)
+	if workers <= 0 {
+		workers = runtime.NumCPU()
+		if proxyCPU != "" {
+			workers = 1 // -pin: the proxies have one CPU
+		}
+	}
+	master := "off"
+	if workers > 1 {
+		master = "on"
+	}
 	conf := fmt.Sprintf(`daemon off;
-master_process off;
-worker_processes 1;
+master_process %[4]s;
+worker_processes %[5]d;
 pid %[1]s/nginx.pid;
 error_log %[1]s/error.log warn;
 events { worker_connections 8192; }
@@ -380,7 +392,7 @@ http {
     }
   }
 }
-`, dir, strings.TrimPrefix(upstream, "http://"), addr)
+`, dir, strings.TrimPrefix(upstream, "http://"), addr, master, workers)
 	confPath := filepath.Join(dir, "nginx.conf")
 	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
 		tb.Fatal(err)
@@ -400,20 +412,53 @@ http {
 	return p
 }
 
-// cpuTime returns the user+system CPU time of the process so far, from /proc.
+// cpuTime returns the user+system CPU time of the process and its
+// children (nginx's workers) so far, from /proc.
 func (n *proxyProcess) cpuTime() time.Duration {
 	if n == nil {
 		return 0
 	}
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", n.cmd.Process.Pid))
-	if err != nil {
-		return 0
+	var ticks int64
+	for _, pid := range n.pids() {
+		if fields := procStat(pid); fields != nil {
+			utime, _ := strconv.ParseInt(fields[11], 10, 64)
+			stime, _ := strconv.ParseInt(fields[12], 10, 64)
+			ticks += utime + stime
+		}
 	}
-	// Fields after the command name (which may hold spaces) start after ")".
-	fields := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+2:]))
-	utime, _ := strconv.ParseInt(fields[11], 10, 64)
-	stime, _ := strconv.ParseInt(fields[12], 10, 64)
-	return time.Duration(utime+stime) * (time.Second / 100) // USER_HZ is 100 on Linux
+	return time.Duration(ticks) * (time.Second / 100) // USER_HZ is 100 on Linux
+}
+
+// procStat returns the fields of /proc/PID/stat after the command name
+// (which may hold spaces): fields[0] is the state, fields[1] the parent's
+// pid. nil when the process is gone.
+func procStat(pid int) []string {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil
+	}
+	return strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+2:]))
+}
+
+// pids is the process and its children: nginx's master forks its workers,
+// and their CPU time is the proxy's.
+func (n *proxyProcess) pids() []int {
+	root := n.cmd.Process.Pid
+	pids := []int{root}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return pids
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == root {
+			continue
+		}
+		if fields := procStat(pid); fields != nil && fields[1] == strconv.Itoa(root) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // contextSwitches returns how many times the process's threads have been
@@ -426,9 +471,10 @@ func (n *proxyProcess) contextSwitches() int64 {
 	if n == nil {
 		return 0
 	}
-	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", n.cmd.Process.Pid))
-	if err != nil {
-		return 0
+	var tasks []string
+	for _, pid := range n.pids() {
+		t, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
+		tasks = append(tasks, t...)
 	}
 	var total int64
 	for _, t := range tasks {
