@@ -420,7 +420,7 @@ func (n *proxyProcess) cpuTime() time.Duration {
 	}
 	var ticks int64
 	for _, pid := range n.pids() {
-		if fields := procStat(pid); fields != nil {
+		if fields := procStat(pid); len(fields) > 12 {
 			utime, _ := strconv.ParseInt(fields[11], 10, 64)
 			stime, _ := strconv.ParseInt(fields[12], 10, 64)
 			ticks += utime + stime
@@ -434,10 +434,11 @@ func (n *proxyProcess) cpuTime() time.Duration {
 // pid. nil when the process is gone.
 func procStat(pid int) []string {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
+	i := bytes.LastIndexByte(raw, ')')
+	if err != nil || i < 0 || i+2 > len(raw) {
 		return nil
 	}
-	return strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+2:]))
+	return strings.Fields(string(raw[i+2:]))
 }
 
 // pids is the process and its children: nginx's master forks its workers,
@@ -454,7 +455,7 @@ func (n *proxyProcess) pids() []int {
 		if err != nil || pid == root {
 			continue
 		}
-		if fields := procStat(pid); fields != nil && fields[1] == strconv.Itoa(root) {
+		if fields := procStat(pid); len(fields) > 1 && fields[1] == strconv.Itoa(root) {
 			pids = append(pids, pid)
 		}
 	}
