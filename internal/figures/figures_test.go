@@ -78,7 +78,7 @@ func TestPrepareChunkTimes(t *testing.T) {
 	assert.Empty(t, PrepareChunkTimes([]int64{0, 0}))
 }
 
-func TestDeriveReusesBuffer(t *testing.T) {
+func TestDeriveReusesBufferNoAllocs(t *testing.T) {
 	buf := make([]Stall, 0, 8)
 	ts := millis(0, 5000, 5001, 9000)
 	allocs := testing.AllocsPerRun(100, func() {
