@@ -72,13 +72,14 @@ func waitHTTP(t *testing.T, p *localstack.Process, url string, want int) {
 	}
 }
 
-// collector starts otelcol-streamstall with config (health_check merged in)
-// and waits until it is ready; it is stopped when the test ends.
-func collector(t *testing.T, config string) *localstack.Process {
+// collector starts otelcol-streamstall with config (health_check merged in,
+// and the extensions named enabled) and waits until it is ready; it is
+// stopped when the test ends.
+func collector(t *testing.T, config string, extensions ...string) *localstack.Process {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	p, err := localstack.StartCollector(ctx, binary(t, "STREAMSTALL_OTELCOL", "otelcol-streamstall"), t.TempDir(), config)
+	p, err := localstack.StartCollector(ctx, binary(t, "STREAMSTALL_OTELCOL", "otelcol-streamstall"), t.TempDir(), config, extensions...)
 	if err != nil {
 		t.Fatal(err)
 	}

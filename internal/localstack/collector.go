@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -15,7 +16,7 @@ extensions:
   health_check:
     endpoint: 127.0.0.1:${HEALTH}
 service:
-  extensions: [health_check]
+  extensions: [health_check${EXTENSIONS}]
   telemetry:
     metrics:
       level: none
@@ -24,8 +25,9 @@ service:
 // StartCollector writes config (receivers, processors, exporters,
 // connectors and pipelines) into dir and runs the ocb-built collector bin
 // with it, merged with a health_check config; it returns once the collector
-// reports ready.
-func StartCollector(ctx context.Context, bin, dir, config string) (*Process, error) {
+// reports ready. The merge replaces service.extensions, so extensions the
+// config defines are enabled by naming them here.
+func StartCollector(ctx context.Context, bin, dir, config string, extensions ...string) (*Process, error) {
 	health, err := FreePort()
 	if err != nil {
 		return nil, err
@@ -34,7 +36,7 @@ func StartCollector(ctx context.Context, bin, dir, config string) (*Process, err
 	if err != nil {
 		return nil, err
 	}
-	extra, err := WriteFile(dir, "otelcol-health.yaml", Fill(healthConfig, "HEALTH", health))
+	extra, err := WriteFile(dir, "otelcol-health.yaml", Fill(healthConfig, "HEALTH", health, "EXTENSIONS", extensionList(extensions)))
 	if err != nil {
 		return nil, err
 	}
@@ -47,4 +49,13 @@ func StartCollector(ctx context.Context, bin, dir, config string) (*Process, err
 		return nil, err
 	}
 	return p, nil
+}
+
+func extensionList(names []string) string {
+	var b strings.Builder
+	for _, n := range names {
+		b.WriteString(", ")
+		b.WriteString(n)
+	}
+	return b.String()
 }

@@ -94,6 +94,28 @@ func Start(name, path string, args ...string) (*Process, error) {
 	return p, nil
 }
 
+// Pid is the process's id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// PeakRSS is the process's resident-set high-water mark (VmHWM in
+// /proc/PID/status), in bytes: what the kernel saw it use at its peak.
+func (p *Process) PeakRSS() (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.Pid()))
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", p.Name, err)
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			var kb int64
+			if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%d kB", &kb); err != nil {
+				return 0, fmt.Errorf("%s: VmHWM %q: %w", p.Name, rest, err)
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, fmt.Errorf("%s: no VmHWM in /proc/%d/status", p.Name, p.Pid())
+}
+
 // Output is everything the process wrote so far.
 func (p *Process) Output() string { return p.out.String() }
 
