@@ -1,5 +1,5 @@
-// Package bench measures what the sse_capture proxy costs a stream
-// (issue 3, item 8). It has no code of its own: run its benchmarks with
+// Package bench measures what the sse_capture proxy costs a stream. It has
+// no code of its own: run its benchmarks with
 //
 //	go test -run '^$' -bench . -benchtime 1x ./receiver/ssecapture/bench/
 //
