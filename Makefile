@@ -8,6 +8,7 @@ TOOLS     := $(GO) tool -modfile=internal/tools/go.mod
 BUILD     := _build
 OTELCOL   := $(BUILD)/otelcol-streamstall
 JAEGER_BIN := $(BUILD)/jaeger
+MDATAGEN  := $(BUILD)/mdatagen
 FAKELLM   := $(BUILD)/fakellm
 DEMO      := $(BUILD)/demo
 FUZZTIME  ?= 15s
@@ -16,7 +17,10 @@ COUNT     ?= 5
 
 GO_SOURCES := $(shell find . -name '*.go' -not -path './_build/*' -not -path './internal/tools/*') go.mod go.sum
 
-.PHONY: all otelcol jaeger fakellm demo run sim test unit race fuzz e2e lint bench clean tidy
+.PHONY: all otelcol jaeger fakellm demo run sim test unit race fuzz e2e lint bench clean tidy generate
+
+# Every component directory: the directories holding a metadata.yaml.
+COMPONENTS = $(patsubst ./%/metadata.yaml,%,$(shell find . -name metadata.yaml -not -path './_build/*' -not -path '*/testdata/*'))
 
 all: otelcol
 
@@ -30,6 +34,22 @@ $(OTELCOL): builder-config.yaml $(GO_SOURCES)
 jaeger: $(JAEGER_BIN)
 $(JAEGER_BIN): internal/tools/jaeger/go.mod
 	cd internal/tools/jaeger && $(GO) build -trimpath -o ../../../$(JAEGER_BIN) github.com/jaegertracing/jaeger/cmd/jaeger
+
+## generate: run mdatagen on every metadata.yaml: internal/metadata, the generated tests,
+##           documentation.md and the README status block (the last step fills in the link of
+##           the streamstall distribution, which mdatagen leaves empty)
+generate: $(MDATAGEN)
+	@set -e; for d in $(COMPONENTS); do \
+	  echo "mdatagen $$d"; \
+	  (cd $$d && $(CURDIR)/$(MDATAGEN) metadata.yaml); \
+	  if [ -f $$d/README.md ]; then \
+	    sed -i "s|^\[streamstall\]: *$$|[streamstall]: $$(echo $$d | sed 's|[^/][^/]*|..|g')/builder-config.yaml|" $$d/README.md; \
+	  fi; \
+	done
+
+## mdatagen: built once from its own tools module (internal/tools/mdatagen/README.md)
+$(MDATAGEN): internal/tools/mdatagen/go.mod internal/tools/mdatagen/go.sum
+	cd internal/tools/mdatagen && $(GO) build -trimpath -o ../../../$(MDATAGEN) go.opentelemetry.io/collector/cmd/mdatagen
 
 fakellm: $(FAKELLM)
 $(FAKELLM): $(GO_SOURCES)
@@ -83,6 +103,7 @@ bench:
 tidy:
 	$(GO) mod tidy
 	cd internal/tools && $(GO) mod tidy
+	cd internal/tools/mdatagen && $(GO) mod tidy
 
 clean:
 	rm -rf $(BUILD)
