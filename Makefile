@@ -40,6 +40,8 @@ $(JAEGER_BIN): internal/tools/jaeger/go.mod
 ##           the streamstall distribution, which mdatagen leaves empty)
 generate: $(MDATAGEN)
 	@set -e; for d in $(COMPONENTS); do \
+	  grep -q '^github_project: streamstall/streamstall$$' $$d/metadata.yaml || \
+	    { echo "$$d/metadata.yaml: add 'github_project: streamstall/streamstall' (README links)" >&2; exit 1; }; \
 	  echo "mdatagen $$d"; \
 	  (cd $$d && $(CURDIR)/$(MDATAGEN) metadata.yaml); \
 	  if [ -f $$d/README.md ]; then \
