@@ -8,6 +8,7 @@ TOOLS     := $(GO) tool -modfile=internal/tools/go.mod
 BUILD     := _build
 OTELCOL   := $(BUILD)/otelcol-streamstall
 JAEGER_BIN := $(BUILD)/jaeger
+MDATAGEN  := $(BUILD)/mdatagen
 FAKELLM   := $(BUILD)/fakellm
 DEMO      := $(BUILD)/demo
 # FUZZTIME: each fuzz target's budget, as an execution count (Nx) so that a loaded
@@ -18,7 +19,10 @@ COUNT     ?= 5
 
 GO_SOURCES := $(shell find . -name '*.go' -not -path './_build/*' -not -path './internal/tools/*') go.mod go.sum
 
-.PHONY: all otelcol jaeger fakellm demo run sim test unit race alloc fuzz e2e lint bench clean tidy
+.PHONY: all otelcol jaeger fakellm demo run sim test unit race alloc fuzz e2e lint bench clean tidy generate
+
+# Every component directory: the directories holding a metadata.yaml.
+COMPONENTS = $(patsubst ./%/metadata.yaml,%,$(shell find . -name metadata.yaml -not -path './_build/*' -not -path '*/testdata/*'))
 
 all: otelcol
 
@@ -32,6 +36,24 @@ $(OTELCOL): builder-config.yaml $(GO_SOURCES)
 jaeger: $(JAEGER_BIN)
 $(JAEGER_BIN): internal/tools/jaeger/go.mod
 	cd internal/tools/jaeger && $(GO) build -trimpath -o ../../../$(JAEGER_BIN) github.com/jaegertracing/jaeger/cmd/jaeger
+
+## generate: run mdatagen on every metadata.yaml: internal/metadata, the generated tests,
+##           documentation.md and the README status block (the last step fills in the link of
+##           the streamstall distribution, which mdatagen leaves empty)
+generate: $(MDATAGEN)
+	@set -e; for d in $(COMPONENTS); do \
+	  grep -q '^github_project: streamstall/streamstall$$' $$d/metadata.yaml || \
+	    { echo "$$d/metadata.yaml: add 'github_project: streamstall/streamstall' (README links)" >&2; exit 1; }; \
+	  echo "mdatagen $$d"; \
+	  (cd $$d && $(CURDIR)/$(MDATAGEN) metadata.yaml); \
+	  if [ -f $$d/README.md ]; then \
+	    sed -i "s|^\[streamstall\]: *$$|[streamstall]: $$(echo $$d | sed 's|[^/][^/]*|..|g')/builder-config.yaml|" $$d/README.md; \
+	  fi; \
+	done
+
+## mdatagen: built once from its own tools module (internal/tools/mdatagen/README.md)
+$(MDATAGEN): internal/tools/mdatagen/go.mod internal/tools/mdatagen/go.sum
+	cd internal/tools/mdatagen && $(GO) build -trimpath -o ../../../$(MDATAGEN) go.opentelemetry.io/collector/cmd/mdatagen
 
 fakellm: $(FAKELLM)
 $(FAKELLM): $(GO_SOURCES)
@@ -94,6 +116,7 @@ bench:
 tidy:
 	$(GO) mod tidy
 	cd internal/tools && $(GO) mod tidy
+	cd internal/tools/mdatagen && $(GO) mod tidy
 
 clean:
 	rm -rf $(BUILD)

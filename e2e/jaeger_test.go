@@ -20,7 +20,7 @@ import (
 	"github.com/streamstall/streamstall/internal/semconv"
 )
 
-// The whole path of SPEC section 2: proxy and OTLP in, stall (inferring
+// The whole path of docs/contract.md section 2: proxy and OTLP in, stall (inferring
 // hedge outcomes per trace, hence groupbytrace), Jaeger out.
 const jaegerPipelineConfig = `
 receivers:
@@ -187,7 +187,7 @@ func TestJaegerEndToEnd(t *testing.T) {
 	}
 	assert.Equal(t, map[float64]any{0: semconv.HedgeOutcomeLoser, 1: semconv.HedgeOutcomeWinner}, outcomes)
 
-	// The OpenLLMetry span, enriched like SPEC's worked example.
+	// The OpenLLMetry span, enriched like docs/contract.md's worked example.
 	var ol []localstack.JaegerTrace
 	eventually(t, 30*time.Second, "jaeger has the OpenLLMetry span", func() error {
 		ol, err = j.FindTraces(ctx, "openllmetry-app", map[string]string{semconv.AttrStallMs: "9000"})

@@ -68,7 +68,7 @@ func streamingSpan(ss ptrace.ScopeSpans, name, eventName string, start time.Time
 }
 
 // TestCollectorEnrichesSpans posts OTLP/JSON spans to the ocb-built
-// collector and checks the figures of SPEC section 4 on what comes out.
+// collector and checks the figures of docs/contract.md section 4 on what comes out.
 func TestCollectorEnrichesSpans(t *testing.T) {
 	sink := startSink(t)
 	otlpPort := freePort(t)
@@ -80,7 +80,7 @@ func TestCollectorEnrichesSpans(t *testing.T) {
 	ss := rs.ScopeSpans().AppendEmpty()
 	ss.Scope().SetName("opentelemetry.instrumentation.openai")
 	start := time.Unix(1_790_000_000, 0)
-	// SPEC section 4's worked examples, one per OpenLLMetry event name.
+	// docs/contract.md section 4's worked examples, one per OpenLLMetry event name.
 	streamingSpan(ss, "spec-example-1", semconv.EventChunk, start, 100, 150, 200, 3200, 3250, 9250, 9300, 9350)
 	streamingSpan(ss, "spec-example-2", semconv.EventChunkLegacy, start, 0, 5000, 10000, 10050)
 	plain := streamingSpan(ss, "not-streaming", "something.else", start, 5)

@@ -119,7 +119,7 @@ func Clock(clock clockwork.Clock) Option {
 }
 
 // TracerProvider makes the Hedger emit a span per call and a child span per
-// attempt in the streamstall contract (SPEC sections 3 and 5).
+// attempt in the streamstall contract (docs/contract.md sections 3 and 5).
 func TracerProvider(tp trace.TracerProvider) Option {
 	return func(c *config) { c.tracer = tp }
 }

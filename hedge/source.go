@@ -157,7 +157,7 @@ func (s *httpSource) encode(req *Request) ([]byte, error) {
 }
 
 // httpStream turns SSE frames into events with llmstream, the one definition
-// of content (SPEC section 3).
+// of content (docs/contract.md section 3).
 type httpStream struct {
 	src  *httpSource
 	body io.ReadCloser

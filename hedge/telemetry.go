@@ -22,7 +22,7 @@ const (
 )
 
 // callTelemetry emits the spans of one call: a span for the logical call and
-// a child span (kind client) per attempt, the latter in the contract of SPEC
+// a child span (kind client) per attempt, the latter in the contract of docs/contract.md
 // sections 3 and 5 so the stall processor needs no configuration. The call
 // span carries no chunk events and no llm.hedge.* attributes: it must not be
 // counted as one more streaming call.

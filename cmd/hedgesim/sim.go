@@ -33,7 +33,7 @@ func lognormal(rng *rand.Rand, median, sigma float64) float64 {
 	return median * math.Exp(sigma*rng.NormFloat64())
 }
 
-// w1 is the field profile of the research (SPEC section 1).
+// w1 is the field profile of the research (docs/contract.md section 1).
 var w1 = workload{
 	name:        "W1 field profile: TTFT lognormal(1.6 s, 0.5), 400 chunks x 25 ms, 5 % stall once for lognormal(55 s, 0.8)",
 	ttft:        func(rng *rand.Rand) int64 { return int64(lognormal(rng, 1.6e9, 0.5)) },

@@ -116,7 +116,7 @@ func countValues(b *testing.B, c *stallMetrics, td ptrace.Traces) int {
 	return n
 }
 
-// BenchmarkMemoryPerSeries fills series (one model each) with the SPEC
+// BenchmarkMemoryPerSeries fills series (one model each) with the docs/contract.md
 // worked example and reports the bytes allocated, and the bytes still live
 // after a GC, per series (all seven metrics of one attribute set).
 func BenchmarkMemoryPerSeries(b *testing.B) {

@@ -20,7 +20,7 @@ import (
 	"github.com/streamstall/streamstall/internal/semconv"
 )
 
-// stallMetrics turns streaming spans into the metrics of SPEC section 6.
+// stallMetrics turns streaming spans into the metrics of docs/contract.md section 6.
 // ConsumeTraces records into in-memory series under mu; a goroutine driven
 // by clock exports them every flush interval.
 type stallMetrics struct {

@@ -19,7 +19,7 @@ import (
 	"github.com/streamstall/streamstall/processor/stallprocessor"
 )
 
-// SPEC section 4's worked examples and their neighbours.
+// docs/contract.md section 4's worked examples and their neighbours.
 var (
 	// Stalls of 3 s and 6 s; gaps 50 50 3000 50 6000 50 50 ms.
 	workedExample = call{service: "chat-api", attrs: genAI("openai", "gpt-4o"),

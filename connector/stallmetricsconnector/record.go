@@ -74,7 +74,7 @@ func (c *stallMetrics) recordSpan(res pcommon.Map, span ptrace.Span) {
 }
 
 // readDimensions sets c.attrs to the dimensions of the span: the defaults,
-// with the fallbacks of SPEC section 3, then the configured ones.
+// with the fallbacks of docs/contract.md section 3, then the configured ones.
 func (c *stallMetrics) readDimensions(res, attrs pcommon.Map) {
 	c.attrs = append(c.attrs[:0],
 		firstOf(semconv.AttrServiceName, res, semconv.AttrServiceName),

@@ -36,7 +36,7 @@ func TestDashboardUsesConnectorMetrics(t *testing.T) {
 	require.NotEmpty(t, used)
 
 	emitted := prometheusNames(t, emitAll(t))
-	require.Len(t, emitted, 7, "every metric of SPEC section 6")
+	require.Len(t, emitted, 7, "every metric of docs/contract.md section 6")
 	for _, name := range used {
 		assert.Contains(t, emitted, name, "the dashboard queries %s, which the connector does not emit", name)
 	}

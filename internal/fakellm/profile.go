@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// Named timing profiles. The figures of steady and stall come from the field data in SPEC section 1.
+// Named timing profiles. The figures of steady and stall come from the field data in docs/contract.md section 1.
 const (
 	ProfileSteady         = "steady"
 	ProfileStall          = "stall"

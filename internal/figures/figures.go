@@ -1,5 +1,5 @@
 // Package figures is the one definition of streamstall's stream figures
-// (SPEC section 4): TTFT, wall-clock and active generation time, stall time,
+// (docs/contract.md section 4): TTFT, wall-clock and active generation time, stall time,
 // stall count, stall positions and active tokens per second. Everything that
 // needs a figure (the stall processor, the metrics connector, the hedging
 // client, the demo) computes it here, from timestamps alone.

@@ -17,7 +17,7 @@ func millis(vs ...int64) []int64 {
 	return out
 }
 
-// The worked examples of SPEC section 4.
+// The worked examples of docs/contract.md section 4.
 func TestDeriveSpecExamples(t *testing.T) {
 	f := Derive(0, millis(100, 150, 200, 3200, 3250, 9250, 9300, 9350), 2000*ms, nil)
 	assert.Equal(t, 8, f.ChunkCount)

@@ -70,7 +70,7 @@ type Action struct {
 	Attempt int
 }
 
-// Class sorts attempt failures (SPEC section 8).
+// Class sorts attempt failures (docs/contract.md section 8).
 type Class uint8
 
 const (

@@ -1,5 +1,5 @@
 // Package llmstream holds streamstall's one definition of what a content
-// chunk is (SPEC section 3), for each streaming API shape it understands, and
+// chunk is (docs/contract.md section 3), for each streaming API shape it understands, and
 // the metadata (ids, model, finish reasons, usage, errors) those streams carry.
 // The sse_capture proxy and the hedging client both classify frames here, so
 // they can never disagree on what counts.

@@ -1,10 +1,10 @@
 // Package semconv holds every attribute, event and metric name of the
-// streamstall contract (SPEC sections 3 to 6) in one place, so that the
+// streamstall contract (docs/contract.md sections 3 to 6) in one place, so that the
 // receiver, the processor, the connector and the hedging client can never
 // disagree on a spelling.
 package semconv
 
-// Chunk events (SPEC section 3).
+// Chunk events (docs/contract.md section 3).
 const (
 	// EventChunk is the chunk event name streamstall emits (OpenLLMetry >= 0.55).
 	EventChunk = "gen_ai.content.completion.chunk"
@@ -28,7 +28,7 @@ const (
 func DefaultChunkEventNames() []string { return []string{EventChunk, EventChunkLegacy} }
 
 // GenAI attributes read or written by streamstall (OpenTelemetry semantic
-// conventions, with the fallbacks of SPEC section 3).
+// conventions, with the fallbacks of docs/contract.md section 3).
 const (
 	AttrProviderName          = "gen_ai.provider.name"
 	AttrSystem                = "gen_ai.system" // older name of gen_ai.provider.name
@@ -48,7 +48,7 @@ const (
 	AttrServiceName           = "service.name"
 )
 
-// Derived stream figures (SPEC section 4). Durations are doubles in milliseconds.
+// Derived stream figures (docs/contract.md section 4). Durations are doubles in milliseconds.
 const (
 	AttrChunkCount         = "llm.stream.chunk_count"
 	AttrTTFTMs             = "llm.stream.ttft_ms"
@@ -69,7 +69,7 @@ const (
 	AttrStallEventGaps       = "llm.stream.stall.gaps"
 )
 
-// Hedging attributes (SPEC section 5).
+// Hedging attributes (docs/contract.md section 5).
 const (
 	AttrHedgeGroupID         = "llm.hedge.group_id"
 	AttrHedgeAttempt         = "llm.hedge.attempt"
@@ -86,7 +86,7 @@ const (
 	HedgeOutcomeLoser  = "loser"
 )
 
-// Metrics of the stall_metrics connector (SPEC section 6).
+// Metrics of the stall_metrics connector (docs/contract.md section 6).
 const (
 	MetricTimeToFirstChunk   = "gen_ai.client.operation.time_to_first_chunk"
 	MetricTimePerOutputChunk = "gen_ai.client.operation.time_per_output_chunk"

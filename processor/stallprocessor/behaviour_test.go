@@ -67,7 +67,7 @@ func attr(t *testing.T, m pcommon.Map, key string) pcommon.Value {
 	return v
 }
 
-// The worked examples of SPEC section 4, asserted value by value (the golden
+// The worked examples of docs/contract.md section 4, asserted value by value (the golden
 // files hold the same spans; this test does not depend on them).
 func TestSpecWorkedExamples(t *testing.T) {
 	td, spans := newTraces()

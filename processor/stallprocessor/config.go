@@ -16,7 +16,7 @@ var _ component.Config = (*Config)(nil)
 
 // Config is the configuration of the stall processor.
 type Config struct {
-	// StallThreshold is T of SPEC section 4: a gap between two consecutive
+	// StallThreshold is T of docs/contract.md section 4: a gap between two consecutive
 	// chunks is a stall gap when it is strictly longer than this.
 	StallThreshold time.Duration `mapstructure:"stall_threshold"`
 	// ChunkEvents says which span events are content chunks.
@@ -72,7 +72,7 @@ func (cfg *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("chunk_events::names[%d]: must not be empty", i))
 		case semconv.EventStall, semconv.EventKeepalive:
 			// Counting these as chunks would break idempotency (stall events)
-			// or the rule that a keepalive never resets a stall (SPEC section 3).
+			// or the rule that a keepalive never resets a stall (docs/contract.md section 3).
 			errs = append(errs, fmt.Errorf("chunk_events::names[%d]: %q is never a content chunk", i, name))
 		}
 	}

@@ -138,7 +138,7 @@ func (c *timeCollector) sorted() []int64 {
 	return c.times
 }
 
-// writeFigures writes the attributes of SPEC section 4 with their presence
+// writeFigures writes the attributes of docs/contract.md section 4 with their presence
 // rules. With rederive, an attribute that is absent by those rules is removed.
 func writeFigures(attrs pcommon.Map, f *figures.Figures, rederive bool) {
 	attrs.EnsureCapacity(attrs.Len() + 12)

@@ -36,7 +36,7 @@ func newHedgeAttempt(span ptrace.Span, group string, order int, firstChunk int64
 	return a
 }
 
-// inferOutcomes judges the hedge groups of one batch FIRST_DELIVERED (SPEC
+// inferOutcomes judges the hedge groups of one batch FIRST_DELIVERED (docs/contract.md
 // section 5) and returns how many losers it flagged. Only attempts without an
 // outcome are judged. A group needs two attempts in the batch: a lone attempt
 // may have siblings in another batch. When the emitter already named a winner,

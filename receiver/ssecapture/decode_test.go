@@ -46,7 +46,7 @@ func TestDecodeGolden(t *testing.T) {
 }
 
 // TestDecodeSpecExample checks that an ingested record yields the figures of
-// SPEC section 4's worked example.
+// docs/contract.md section 4's worked example.
 func TestDecodeSpecExample(t *testing.T) {
 	body, err := os.ReadFile(filepath.Join("testdata", "ingest", "single.json"))
 	require.NoError(t, err)

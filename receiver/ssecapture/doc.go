@@ -1,6 +1,6 @@
 //go:generate mdatagen metadata.yaml
 
-// Package ssecapture implements the sse_capture receiver (SPEC section 7): a
+// Package ssecapture implements the sse_capture receiver (docs/contract.md section 7): a
 // reverse proxy in front of one LLM API that turns every call into a span
 // with one event per content chunk, and an ingest endpoint for the chunk
 // times any client measured itself.

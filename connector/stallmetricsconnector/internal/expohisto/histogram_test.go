@@ -44,7 +44,7 @@ var distributions = map[string]func(r *rand.Rand) float64{
 	"lognormal": func(r *rand.Rand) float64 { return 1.6 * math.Exp(r.NormFloat64()) },
 	// Pareto with alpha 1.1: infinite variance, values up to ~1e4 seconds.
 	"pareto": func(r *rand.Rand) float64 { return 0.01 / math.Pow(1-r.Float64(), 1/1.1) },
-	// Fast chunks and 55 s stalls, the field data of SPEC section 1.
+	// Fast chunks and 55 s stalls, the field data of docs/contract.md section 1.
 	"bimodal": func(r *rand.Rand) float64 {
 		if r.Float64() < 0.7 {
 			return math.Abs(0.03 + 0.005*r.NormFloat64())
