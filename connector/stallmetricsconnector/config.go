@@ -60,8 +60,13 @@ type Config struct {
 	FlushInterval time.Duration `mapstructure:"flush_interval"`
 	// MaxSeries bounds the data points of each metric; values of further
 	// attribute sets go to one overflow data point.
-	MaxSeries int             `mapstructure:"max_series"`
-	Histogram HistogramConfig `mapstructure:"histogram"`
+	MaxSeries int `mapstructure:"max_series"`
+	// MaxDimensionValueLength bounds the bytes of each dimension value taken
+	// from a span or its resource; a longer value is cut on a UTF-8
+	// character boundary. Values that are not strings are cut in their
+	// string form (and become strings).
+	MaxDimensionValueLength int             `mapstructure:"max_dimension_value_length"`
+	Histogram               HistogramConfig `mapstructure:"histogram"`
 	// prevent unkeyed literal initialization
 	_ struct{}
 }
@@ -91,6 +96,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxSeries < 1 {
 		errs = append(errs, fmt.Errorf("max_series must be at least 1, got %d", c.MaxSeries))
+	}
+	if c.MaxDimensionValueLength < 1 {
+		errs = append(errs, fmt.Errorf("max_dimension_value_length must be at least 1, got %d", c.MaxDimensionValueLength))
 	}
 	if _, err := expohisto.ScaleForAccuracy(c.Histogram.RelativeAccuracy); err != nil {
 		errs = append(errs, fmt.Errorf("histogram::relative_accuracy: %w", err))

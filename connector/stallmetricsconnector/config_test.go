@@ -27,12 +27,13 @@ func TestLoadConfig(t *testing.T) {
 		{
 			name: "full",
 			expected: &Config{
-				Dimensions:    []Dimension{{Name: "server.address"}, {Name: "deployment.environment.name", Default: &unknown}},
-				Losers:        LosersSeparate,
-				Temporality:   TemporalityDelta,
-				FlushInterval: 30 * time.Second,
-				MaxSeries:     500,
-				Histogram:     HistogramConfig{RelativeAccuracy: 0.02, MaxBuckets: 320},
+				Dimensions:              []Dimension{{Name: "server.address"}, {Name: "deployment.environment.name", Default: &unknown}},
+				Losers:                  LosersSeparate,
+				Temporality:             TemporalityDelta,
+				FlushInterval:           30 * time.Second,
+				MaxSeries:               500,
+				MaxDimensionValueLength: 64,
+				Histogram:               HistogramConfig{RelativeAccuracy: 0.02, MaxBuckets: 320},
 			},
 		},
 		{name: "bad_losers", errs: []string{`losers must be "exclude" or "separate", got "drop"`}},
@@ -40,6 +41,7 @@ func TestLoadConfig(t *testing.T) {
 		{name: "bad_numbers", errs: []string{
 			"flush_interval must be positive, got 0s",
 			"max_series must be at least 1, got 0",
+			"max_dimension_value_length must be at least 1, got 0",
 			"histogram::relative_accuracy: must be in (0, 1), got 1.5",
 			"histogram::max_buckets must be at least 2, got 1",
 		}},

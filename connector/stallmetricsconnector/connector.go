@@ -16,6 +16,7 @@ import (
 
 	"github.com/streamstall/streamstall/connector/stallmetricsconnector/internal/aggregate"
 	"github.com/streamstall/streamstall/connector/stallmetricsconnector/internal/expohisto"
+	"github.com/streamstall/streamstall/connector/stallmetricsconnector/internal/metadata"
 	"github.com/streamstall/streamstall/internal/figures"
 	"github.com/streamstall/streamstall/internal/semconv"
 )
@@ -24,11 +25,12 @@ import (
 // ConsumeTraces records into in-memory series under mu; a goroutine driven
 // by clock exports them every flush interval.
 type stallMetrics struct {
-	config  Config
-	logger  *zap.Logger
-	next    consumer.Metrics
-	clock   clockwork.Clock
-	version string
+	config    Config
+	logger    *zap.Logger
+	telemetry *metadata.TelemetryBuilder
+	next      consumer.Metrics
+	clock     clockwork.Clock
+	version   string
 
 	extra      []extraDimension
 	chunkNames map[string]bool
@@ -42,6 +44,11 @@ type stallMetrics struct {
 	attrs      []aggregate.Attribute
 	chunkTimes []int64
 	stalls     []figures.Stall
+	// inconsistent counts the spans of the current batch whose figures
+	// failed figures.Check; overflowLogged is set once max_series was
+	// reported in the log since Start.
+	inconsistent   int64
+	overflowLogged bool
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -70,9 +77,14 @@ func newStallMetrics(set connector.Settings, cfg *Config, next consumer.Metrics,
 	if err != nil {
 		return nil, fmt.Errorf("histogram layout: %w", err)
 	}
+	tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
+	if err != nil {
+		return nil, fmt.Errorf("creating the stall_metrics telemetry: %w", err)
+	}
 	c := &stallMetrics{
 		config:     *cfg,
 		logger:     set.Logger,
+		telemetry:  tb,
 		next:       next,
 		clock:      clock,
 		version:    set.BuildInfo.Version,
@@ -111,6 +123,7 @@ func newStallMetrics(set connector.Settings, cfg *Config, next consumer.Metrics,
 func (c *stallMetrics) Start(context.Context, component.Host) error {
 	c.mu.Lock()
 	c.metrics.reset()
+	c.overflowLogged = false
 	now := pcommon.NewTimestampFromTime(c.clock.Now())
 	c.start, c.intervalStart = now, now
 	c.mu.Unlock()
@@ -148,6 +161,7 @@ func (c *stallMetrics) Shutdown(ctx context.Context) error {
 	c.cancel()
 	c.wg.Wait()
 	c.cancel = nil
+	c.telemetry.Shutdown()
 	return c.flush(ctx)
 }
 
@@ -156,10 +170,11 @@ func (*stallMetrics) Capabilities() consumer.Capabilities {
 }
 
 // ConsumeTraces records every span of the batch. It never fails: a span
-// whose figures cannot be read contributes what can be read.
-func (c *stallMetrics) ConsumeTraces(_ context.Context, td ptrace.Traces) error {
+// whose figures are inconsistent records no streaming metric, and values
+// past max_series go to the overflow points.
+func (c *stallMetrics) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.inconsistent = 0
 	for _, rs := range td.ResourceSpans().All() {
 		res := rs.Resource().Attributes()
 		for _, ss := range rs.ScopeSpans().All() {
@@ -167,6 +182,22 @@ func (c *stallMetrics) ConsumeTraces(_ context.Context, td ptrace.Traces) error 
 				c.recordSpan(res, span)
 			}
 		}
+	}
+	inconsistent := c.inconsistent
+	overflowed := c.metrics.takeOverflowed()
+	logOverflow := overflowed > 0 && !c.overflowLogged
+	c.overflowLogged = c.overflowLogged || logOverflow
+	c.mu.Unlock()
+
+	if logOverflow {
+		c.logger.Warn("max_series reached: values of further attribute sets go to the overflow data point (otel.metric.overflow = true) until the connector restarts; this is logged once, connector_stall_metrics_points.overflowed counts them",
+			zap.Int("max_series", c.config.MaxSeries))
+	}
+	if overflowed > 0 {
+		c.telemetry.ConnectorStallMetricsPointsOverflowed.Add(ctx, overflowed)
+	}
+	if inconsistent > 0 {
+		c.telemetry.ConnectorStallMetricsSpansInconsistent.Add(ctx, inconsistent)
 	}
 	return nil
 }
@@ -198,6 +229,14 @@ func (c *stallMetrics) flush(ctx context.Context) error {
 
 func (s *seriesSet) histograms() []*aggregate.Series[*expohisto.Histogram] {
 	return []*aggregate.Series[*expohisto.Histogram]{s.ttft, s.perChunk, s.generation, s.active, s.stall}
+}
+
+// takeOverflowed sums the overflowed lookups of every metric since the
+// previous call.
+func (s *seriesSet) takeOverflowed() int64 {
+	// No histograms(): it allocates, and this runs once per batch.
+	return s.ttft.TakeOverflowed() + s.perChunk.TakeOverflowed() + s.generation.TakeOverflowed() +
+		s.active.TakeOverflowed() + s.stall.TakeOverflowed() + s.calls.TakeOverflowed() + s.attempts.TakeOverflowed()
 }
 
 // reset drops every point.

@@ -3,7 +3,6 @@ package stallmetricsconnector
 import (
 	"context"
 	"errors"
-	"math"
 	"sync"
 	"testing"
 	"time"
@@ -390,31 +389,6 @@ func TestExtraDimensions(t *testing.T) {
 		_, ok := m.ExponentialHistogram().DataPoints().At(0).Attributes().Get("team")
 		assert.False(t, ok, "an absent dimension without default is left off")
 	})
-}
-
-// TestUnreadableFiguresAreSkipped feeds spans straight to the connector, as
-// if written by a foreign processor, with figures of the wrong type or
-// impossible values: each bad figure is skipped, the good ones recorded.
-func TestUnreadableFiguresAreSkipped(t *testing.T) {
-	p := newPipeline(t, defaultConfig(), nil)
-	p.start()
-	td := traces(
-		call{service: "s", attrs: map[string]any{semconv.AttrChunkCount: "many"}},
-		call{service: "s", attrs: map[string]any{semconv.AttrChunkCount: 2, semconv.AttrTTFTMs: -5.0, semconv.AttrGenerationMs: "x",
-			semconv.AttrActiveGenerationMs: 10.0, semconv.AttrStallCount: 1, semconv.AttrStallMs: 2500.0}},
-		call{service: "s", attrs: map[string]any{semconv.AttrChunkCount: 1, semconv.AttrTTFTMs: math.NaN()}},
-	)
-	require.NoError(t, p.connector.ConsumeTraces(context.Background(), td))
-	p.flush(time.Second)
-	md := onlyExport(t, p)
-	assert.Equal(t, int64(2), sumValue(t, md, semconv.MetricCalls, nil))
-	assert.Equal(t, int64(1), sumValue(t, md, semconv.MetricCalls, map[string]any{semconv.AttrStalled: true}))
-	forMetric(md, semconv.MetricTimeToFirstChunk, func(pmetric.Metric) { t.Error("no valid TTFT was given") })
-	forMetric(md, semconv.MetricGenerationDuration, func(pmetric.Metric) { t.Error("no valid generation time was given") })
-	assert.InDelta(t, 0.01, histogramPoint(t, md, semconv.MetricActiveGenDuration, nil).Sum(), 1e-12)
-	stall := histogramPoint(t, md, semconv.MetricStallDuration, nil)
-	assert.Equal(t, uint64(1), stall.Count(), "no stall event: the one stall at the mean, stall_ms")
-	assert.InDelta(t, 2.5, stall.Sum(), 1e-12)
 }
 
 func TestFlushLoopRunsOnTheClock(t *testing.T) {

@@ -13,10 +13,14 @@ import (
 )
 
 const (
-	defaultFlushInterval    = 15 * time.Second
-	defaultMaxSeries        = 2000
-	defaultRelativeAccuracy = 0.01
-	defaultMaxBuckets       = 160
+	defaultFlushInterval = 15 * time.Second
+	defaultMaxSeries     = 2000
+	// defaultMaxDimensionValueLength holds any model, provider or service
+	// name in use (the longest are under 100 bytes) and bounds a point's
+	// attributes to about 1 KB with the default dimensions.
+	defaultMaxDimensionValueLength = 256
+	defaultRelativeAccuracy        = 0.01
+	defaultMaxBuckets              = 160
 )
 
 // NewFactory returns the factory of the stall_metrics connector.
@@ -30,10 +34,11 @@ func NewFactory() connector.Factory {
 
 func createDefaultConfig() component.Config {
 	return &Config{
-		Losers:        LosersExclude,
-		Temporality:   TemporalityCumulative,
-		FlushInterval: defaultFlushInterval,
-		MaxSeries:     defaultMaxSeries,
+		Losers:                  LosersExclude,
+		Temporality:             TemporalityCumulative,
+		FlushInterval:           defaultFlushInterval,
+		MaxSeries:               defaultMaxSeries,
+		MaxDimensionValueLength: defaultMaxDimensionValueLength,
 		Histogram: HistogramConfig{
 			RelativeAccuracy: defaultRelativeAccuracy,
 			MaxBuckets:       defaultMaxBuckets,

@@ -12,20 +12,27 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/streamstall/streamstall/internal/figures"
 	"github.com/streamstall/streamstall/internal/semconv"
 )
 
 // FuzzConsumeTraces feeds spans whose figures and events are arbitrary, as a
 // foreign or broken producer could send them: the connector must never
-// panic, count every streaming winner once, and export data points whose
-// buckets add up to their count.
+// panic, count every streaming winner with consistent figures once, record
+// nothing but the hedge attempt for a span with inconsistent figures, and
+// export data points whose buckets add up to their count.
 func FuzzConsumeTraces(f *testing.F) {
-	f.Add(int64(8), 100.0, 9250.0, 250.0, 2000.0, int64(2), 9000.0, false, []byte{1, 0, 0, 0, 0, 0, 0, 100})
-	f.Add(int64(1), -1.0, math.NaN(), math.Inf(1), -3.0, int64(-1), 1e308, true, []byte{})
-	f.Add(int64(0), 0.0, 0.0, 0.0, 0.0, int64(0), 0.0, false, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 1})
+	f.Add(int64(8), 100.0, 9250.0, 250.0, 2000.0, int64(2), 9000.0, false, []byte{1, 0, 0, 0, 0, 0, 0, 100}, 6000.0)
+	f.Add(int64(1), -1.0, math.NaN(), math.Inf(1), -3.0, int64(-1), 1e308, true, []byte{}, 0.0)
+	f.Add(int64(0), 0.0, 0.0, 0.0, 0.0, int64(0), 0.0, false, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 1}, 0.0)
 	// A stall count no processor writes, with no event to bound it.
-	f.Add(int64(1<<40), 1.0, 1.0, 1.0, 2000.0, int64(1<<40), 1e12, false, []byte{})
-	f.Fuzz(func(t *testing.T, chunkCount int64, ttftMs, generationMs, activeMs, thresholdMs float64, stallCount int64, stallMs float64, loser bool, events []byte) {
+	f.Add(int64(1<<40), 1.0, 1.0, 1.0, 2000.0, int64(1<<40), 1e12, false, []byte{}, 1.0)
+	// Forged stall figures on one chunk (no interval figure can exist).
+	f.Add(int64(1), 100.0, 50000.0, 0.0, 2000.0, int64(7), 50000.0, false, []byte{}, 50000.0)
+	// Consistent figures with stall events: two of 3 s and 6 s.
+	f.Add(int64(8), 100.0, 9250.0, 250.0, 2000.0, int64(2), 9000.0, false,
+		binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, math.Float64bits(3000)|1), math.Float64bits(6000)|1), 6000.0)
+	f.Fuzz(func(t *testing.T, chunkCount int64, ttftMs, generationMs, activeMs, thresholdMs float64, stallCount int64, stallMs float64, loser bool, events []byte, maxStallMs float64) {
 		sink := new(consumertest.MetricsSink)
 		c, err := newStallMetrics(connectorSettings(), defaultConfig(), sink, clockwork.NewFakeClock())
 		if err != nil {
@@ -42,6 +49,7 @@ func FuzzConsumeTraces(f *testing.F) {
 		attrs.PutDouble(semconv.AttrStallThresholdMs, thresholdMs)
 		attrs.PutInt(semconv.AttrStallCount, stallCount)
 		attrs.PutDouble(semconv.AttrStallMs, stallMs)
+		attrs.PutDouble(semconv.AttrMaxStallMs, maxStallMs)
 		attrs.PutInt(semconv.AttrHedgeAttempt, 1)
 		attrs.PutBool(semconv.AttrHedgeLoser, loser)
 		// Each 8 bytes: one event; the low bit picks a chunk or a stall event.
@@ -57,6 +65,9 @@ func FuzzConsumeTraces(f *testing.F) {
 				ev.Attributes().PutDouble(semconv.AttrStallEventDurationMs, math.Float64frombits(v))
 			}
 		}
+		fig := figures.ReadAttributes(attrs)
+		fig.ReadStallEvents(span.Events())
+		consistent := fig.Check() == nil
 		if err := c.ConsumeTraces(context.Background(), td); err != nil {
 			t.Fatal(err)
 		}
@@ -77,6 +88,9 @@ func FuzzConsumeTraces(f *testing.F) {
 						if m.Type() != pmetric.MetricTypeExponentialHistogram {
 							continue
 						}
+						if !consistent {
+							t.Fatalf("%s recorded from inconsistent figures", m.Name())
+						}
 						for _, dp := range m.ExponentialHistogram().DataPoints().All() {
 							total := dp.ZeroCount()
 							for _, n := range dp.Positive().BucketCounts().AsRaw() {
@@ -91,7 +105,7 @@ func FuzzConsumeTraces(f *testing.F) {
 			}
 		}
 		wantCalls := int64(0)
-		if chunkCount >= 1 && !loser {
+		if chunkCount >= 1 && !loser && consistent {
 			wantCalls = 1
 		}
 		if calls != wantCalls || attempts != 1 {

@@ -2,6 +2,7 @@ package stallmetricsconnector // import "github.com/streamstall/streamstall/conn
 
 import (
 	"math"
+	"strings"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -11,6 +12,7 @@ import (
 	"github.com/streamstall/streamstall/connector/stallmetricsconnector/internal/expohisto"
 	"github.com/streamstall/streamstall/internal/figures"
 	"github.com/streamstall/streamstall/internal/semconv"
+	"github.com/streamstall/streamstall/internal/textcap"
 )
 
 // Shared read-only attribute values, so that recording allocates nothing.
@@ -23,13 +25,16 @@ var (
 // recordSpan records one span. Callers hold mu.
 //
 // A span carrying llm.hedge.attempt is a hedge attempt and counts in
-// llm.hedge.attempts, loser or not. A span carrying llm.stream.chunk_count
-// (written by the stall processor) is a streaming call: its per-call figures
-// come from the processor's attributes; its per-gap and per-stall figures
-// from its chunk events through figures.Derive when the events are still on
-// the span, else from the processor's llm.stream.stall events (see
-// recordGapsAndStalls). Losers stop before the streaming metrics unless losers is
-// "separate".
+// llm.hedge.attempts, loser or not. A span carrying figure attributes
+// (written by the stall processor) is a streaming call when figures.Check
+// finds them consistent; an inconsistent span records no streaming metric,
+// not even llm.stream.calls, since its llm.stream.chunk_count is one of the
+// figures that cannot be trusted. A streaming call's per-call figures come
+// from the processor's attributes; its per-gap and per-stall figures from
+// its chunk events through figures.Derive when the events are still on the
+// span, else from the processor's llm.stream.stall events (see
+// recordGapsAndStalls). Losers stop before the streaming metrics unless
+// losers is "separate".
 func (c *stallMetrics) recordSpan(res pcommon.Map, span ptrace.Span) {
 	attrs := span.Attributes()
 	c.readDimensions(res, attrs)
@@ -38,8 +43,17 @@ func (c *stallMetrics) recordSpan(res pcommon.Map, span ptrace.Span) {
 		c.recordAttempt(attrs, loser)
 	}
 
-	chunkCount, ok := number(attrs, semconv.AttrChunkCount)
-	if !ok || chunkCount < 1 {
+	fig := figures.ReadAttributes(attrs)
+	if !fig.Any() {
+		return
+	}
+	fig.ReadStallEvents(span.Events())
+	if err := fig.Check(); err != nil {
+		c.inconsistent++
+		if c.logger.Core().Enabled(zap.DebugLevel) {
+			c.logger.Debug("Skipping a span with inconsistent stream figures",
+				zap.Error(err), zap.String("span", span.Name()), zap.Stringer("trace_id", span.TraceID()))
+		}
 		return
 	}
 	if loser && c.config.Losers == LosersExclude {
@@ -49,21 +63,15 @@ func (c *stallMetrics) recordSpan(res pcommon.Map, span ptrace.Span) {
 	c.attrs = append(c.attrs, aggregate.Attribute{Name: semconv.AttrHedgeOutcome, Value: loserValue, Present: loser})
 	dims := c.attrs
 
-	if ttft, ok := number(attrs, semconv.AttrTTFTMs); ok {
-		c.record(c.metrics.ttft, dims, ttft/1e3, semconv.AttrTTFTMs, span)
+	if fig.Has(figures.IdxTTFTMs) {
+		c.record(c.metrics.ttft, dims, fig.Float(figures.IdxTTFTMs)/1e3, semconv.AttrTTFTMs, span)
 	}
 	stalled := false
-	if chunkCount >= 2 {
-		if v, ok := number(attrs, semconv.AttrGenerationMs); ok {
-			c.record(c.metrics.generation, dims, v/1e3, semconv.AttrGenerationMs, span)
-		}
-		if v, ok := number(attrs, semconv.AttrActiveGenerationMs); ok {
-			c.record(c.metrics.active, dims, v/1e3, semconv.AttrActiveGenerationMs, span)
-		}
-		stalled = c.recordGapsAndStalls(span, int(chunkCount), dims) > 0
-	}
-	if n, ok := number(attrs, semconv.AttrStallCount); ok && n > 0 {
-		stalled = true
+	// A consistent set has the interval figures exactly when chunk_count >= 2.
+	if chunkCount := fig.Int(figures.IdxChunkCount); chunkCount >= 2 {
+		c.record(c.metrics.generation, dims, fig.Float(figures.IdxGenerationMs)/1e3, semconv.AttrGenerationMs, span)
+		c.record(c.metrics.active, dims, fig.Float(figures.IdxActiveGenerationMs)/1e3, semconv.AttrActiveGenerationMs, span)
+		stalled = c.recordGapsAndStalls(span, &fig, dims) > 0 || fig.Int(figures.IdxStallCount) > 0
 	}
 	stalledAttr := aggregate.Attribute{Name: semconv.AttrStalled, Value: notStalledValue, Present: true}
 	if stalled {
@@ -77,20 +85,20 @@ func (c *stallMetrics) recordSpan(res pcommon.Map, span ptrace.Span) {
 // with the fallbacks of docs/contract.md section 3, then the configured ones.
 func (c *stallMetrics) readDimensions(res, attrs pcommon.Map) {
 	c.attrs = append(c.attrs[:0],
-		firstOf(semconv.AttrServiceName, res, semconv.AttrServiceName),
-		firstOf(semconv.AttrProviderName, attrs, semconv.AttrProviderName, semconv.AttrSystem),
+		c.capped(firstOf(semconv.AttrServiceName, res, semconv.AttrServiceName)),
+		c.capped(firstOf(semconv.AttrProviderName, attrs, semconv.AttrProviderName, semconv.AttrSystem)),
 		// The dimension says "request model", so the requested model comes
 		// first; the response model stands in only when no request model was
 		// recorded (proxies that only see the response).
-		firstOf(semconv.AttrRequestModel, attrs, semconv.AttrRequestModel, semconv.AttrResponseModel),
-		firstOf(semconv.AttrOperationName, attrs, semconv.AttrOperationName),
+		c.capped(firstOf(semconv.AttrRequestModel, attrs, semconv.AttrRequestModel, semconv.AttrResponseModel)),
+		c.capped(firstOf(semconv.AttrOperationName, attrs, semconv.AttrOperationName)),
 	)
 	for _, d := range c.extra {
 		a := aggregate.Attribute{Name: d.name}
 		if v, ok := attrs.Get(d.name); ok {
-			a.Value, a.Present = v, true
+			a = c.capped(aggregate.Attribute{Name: d.name, Value: v, Present: true})
 		} else if v, ok := res.Get(d.name); ok {
-			a.Value, a.Present = v, true
+			a = c.capped(aggregate.Attribute{Name: d.name, Value: v, Present: true})
 		} else if d.hasValue {
 			a.Value, a.Present = d.fallback, true
 		}
@@ -103,13 +111,13 @@ func (c *stallMetrics) readDimensions(res, attrs pcommon.Map) {
 func (c *stallMetrics) recordAttempt(attrs pcommon.Map, loser bool) {
 	trigger := aggregate.Attribute{Name: semconv.AttrHedgeTrigger}
 	if v, ok := attrs.Get(semconv.AttrHedgeTrigger); ok {
-		trigger.Value, trigger.Present = v, true
+		trigger = c.capped(aggregate.Attribute{Name: semconv.AttrHedgeTrigger, Value: v, Present: true})
 	}
 	outcome := aggregate.Attribute{Name: semconv.AttrHedgeOutcome}
 	if loser {
 		outcome.Value, outcome.Present = loserValue, true
 	} else if v, ok := attrs.Get(semconv.AttrHedgeOutcome); ok {
-		outcome.Value, outcome.Present = v, true
+		outcome = c.capped(aggregate.Attribute{Name: semconv.AttrHedgeOutcome, Value: v, Present: true})
 	}
 	dims := append(c.attrs, trigger, outcome)
 	*c.metrics.attempts.Point(dims).Value++
@@ -120,7 +128,8 @@ func (c *stallMetrics) recordAttempt(attrs pcommon.Map, loser bool) {
 // they are all there (as many as llm.stream.chunk_count): a span whose chunk
 // events were dropped, or named otherwise than the defaults, gets no gap
 // values, and its stalls come from the stall events.
-func (c *stallMetrics) recordGapsAndStalls(span ptrace.Span, chunkCount int, dims []aggregate.Attribute) int {
+func (c *stallMetrics) recordGapsAndStalls(span ptrace.Span, fig *figures.Reported, dims []aggregate.Attribute) int {
+	chunkCount := fig.Int(figures.IdxChunkCount)
 	c.chunkTimes = c.chunkTimes[:0]
 	for _, ev := range span.Events().All() {
 		// A timestamp past 2262 (above MaxInt64) is not a time: leaving it
@@ -130,8 +139,8 @@ func (c *stallMetrics) recordGapsAndStalls(span ptrace.Span, chunkCount int, dim
 		}
 	}
 	times := figures.PrepareChunkTimes(c.chunkTimes)
-	if len(times) != chunkCount {
-		return c.recordStallEvents(span, chunkCount, dims)
+	if int64(len(times)) != chunkCount {
+		return c.recordStallEvents(span, fig, dims)
 	}
 	// Gaps and derived stalls are valid durations by construction (sorted
 	// nanoseconds): each metric's point is looked up once per span.
@@ -139,11 +148,13 @@ func (c *stallMetrics) recordGapsAndStalls(span ptrace.Span, chunkCount int, dim
 	for i := 1; i < len(times); i++ {
 		_ = gaps.Record(float64(times[i]-times[i-1]) / 1e9)
 	}
-	thresholdMs, ok := number(span.Attributes(), semconv.AttrStallThresholdMs)
-	if !ok || thresholdMs < 0 {
-		return c.recordStallEvents(span, chunkCount, dims)
+	// Check made the threshold positive and finite; past 292 years it is
+	// no gap's anyway.
+	threshold := int64(math.MaxInt64)
+	if ns := math.Round(fig.Float(figures.IdxStallThresholdMs) * 1e6); ns < math.MaxInt64 {
+		threshold = int64(ns)
 	}
-	f := figures.Derive(int64(span.StartTimestamp()), times, int64(math.Round(thresholdMs*1e6)), c.stalls)
+	f := figures.Derive(int64(span.StartTimestamp()), times, threshold, c.stalls)
 	c.stalls = f.Stalls
 	if len(f.Stalls) > 0 {
 		stalls := c.metrics.stall.Point(dims).Value
@@ -158,24 +169,24 @@ func (c *stallMetrics) recordGapsAndStalls(span ptrace.Span, chunkCount int, dim
 // events. The processor writes at most max_stall_events of them; the stalls
 // beyond (llm.stream.stall_count minus the events) are recorded at their mean
 // duration, (llm.stream.stall_ms minus the events' durations) / their number,
-// so that the histogram's count and sum stay exact. A stall count above the
-// number of gaps (chunk_count - 1) is not a processor's and is not trusted.
-func (c *stallMetrics) recordStallEvents(span ptrace.Span, chunkCount int, dims []aggregate.Attribute) int {
+// so that the histogram's count and sum stay exact. figures.Check has bounded
+// the events by the stall count, stall time and longest stall.
+func (c *stallMetrics) recordStallEvents(span ptrace.Span, fig *figures.Reported, dims []aggregate.Attribute) int {
 	recorded, sumMs := 0, 0.0
 	for _, ev := range span.Events().All() {
 		if ev.Name() != semconv.EventStall {
 			continue
 		}
-		if ms, ok := number(ev.Attributes(), semconv.AttrStallEventDurationMs); ok && expohisto.Valid(ms/1e3) {
+		// Check made every duration a positive, finite double.
+		v, _ := ev.Attributes().Get(semconv.AttrStallEventDurationMs)
+		if ms := v.Double(); expohisto.Valid(ms / 1e3) {
 			c.record(c.metrics.stall, dims, ms/1e3, semconv.AttrStallEventDurationMs, span)
 			recorded++
 			sumMs += ms
 		}
 	}
-	attrs := span.Attributes()
-	count, okCount := number(attrs, semconv.AttrStallCount)
-	totalMs, okTotal := number(attrs, semconv.AttrStallMs)
-	if !okCount || !okTotal || count > float64(chunkCount-1) || count <= float64(recorded) || totalMs <= sumMs {
+	count, totalMs := fig.Int(figures.IdxStallCount), fig.Float(figures.IdxStallMs)
+	if count <= int64(recorded) || totalMs <= sumMs {
 		return recorded
 	}
 	missing := int(count) - recorded
@@ -200,6 +211,30 @@ func (c *stallMetrics) record(series *aggregate.Series[*expohisto.Histogram], di
 	_ = series.Point(dims).Value.Record(seconds)
 }
 
+// capped bounds a dimension value at max_dimension_value_length bytes, cut
+// on a UTF-8 character boundary. A value that is not a string is measured
+// in its string form (bytes in base64, slices and maps in JSON), and when
+// too long it is replaced by that form, cut. The cut string is copied, so
+// that a data point never keeps a huge attribute value alive.
+func (c *stallMetrics) capped(a aggregate.Attribute) aggregate.Attribute {
+	if !a.Present {
+		return a
+	}
+	limit := c.config.MaxDimensionValueLength
+	switch a.Value.Type() {
+	case pcommon.ValueTypeStr:
+		if s := a.Value.Str(); len(s) > limit {
+			a.Value = pcommon.NewValueStr(strings.Clone(textcap.TruncateUTF8(s, limit)))
+		}
+	case pcommon.ValueTypeBytes, pcommon.ValueTypeSlice, pcommon.ValueTypeMap:
+		if s := a.Value.AsString(); len(s) > limit {
+			a.Value = pcommon.NewValueStr(strings.Clone(textcap.TruncateUTF8(s, limit)))
+		}
+	default: // ints, doubles, bools and empty values are short
+	}
+	return a
+}
+
 // firstOf returns the first of the names that m holds, not as an empty
 // string, under the dimension name.
 func firstOf(dimension string, m pcommon.Map, names ...string) aggregate.Attribute {
@@ -218,21 +253,4 @@ func isLoser(attrs pcommon.Map) bool {
 	}
 	v, ok := attrs.Get(semconv.AttrHedgeOutcome)
 	return ok && v.Type() == pcommon.ValueTypeStr && v.Str() == semconv.HedgeOutcomeLoser
-}
-
-// number reads an int or double attribute as a finite float64.
-func number(m pcommon.Map, name string) (float64, bool) {
-	v, ok := m.Get(name)
-	if !ok {
-		return 0, false
-	}
-	switch v.Type() {
-	case pcommon.ValueTypeInt:
-		return float64(v.Int()), true
-	case pcommon.ValueTypeDouble:
-		f := v.Double()
-		return f, !math.IsNaN(f) && !math.IsInf(f, 0)
-	default:
-		return 0, false
-	}
 }

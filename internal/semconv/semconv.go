@@ -62,6 +62,12 @@ const (
 	AttrActiveTPS          = "llm.stream.active_tps"
 	AttrStallEventsDropped = "llm.stream.stall_events_dropped"
 
+	// Figures of the first answer chunk and of reasoning (names fixed ahead
+	// of their implementation; the processor removes them until it writes them).
+	AttrTimeToFirstAnswerMs = "llm.stream.time_to_first_answer_ms"
+	AttrReasoningMs         = "llm.stream.reasoning_ms"
+	AttrReasoningChunkCount = "llm.stream.reasoning_chunk_count"
+
 	// EventStall marks one stall, stamped at the chunk that precedes the silence.
 	EventStall               = "llm.stream.stall"
 	AttrStallEventDurationMs = "llm.stream.stall.duration_ms"

@@ -8,18 +8,24 @@ import (
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/ottl/contexts/ottlspanevent"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.uber.org/zap"
 
 	"github.com/streamstall/streamstall/internal/figures"
 	"github.com/streamstall/streamstall/internal/semconv"
 )
 
 // enrich derives the stream figures of one span and writes them. It returns
-// the first chunk time for hedge-outcome inference; a span without a usable
-// chunk event is left untouched.
+// the first chunk time for hedge-outcome inference. A span without a usable
+// chunk event gets no figure; the figures it carries (a first tier dropped
+// its chunk events) are kept only when they are consistent.
 func (p *stallProcessor) enrich(ctx context.Context, s *scratch, rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, span ptrace.Span, tally *batchTally) (first int64, hasChunk bool, err error) {
 	hasStallEvents, err := p.collectChunkTimes(ctx, s, rs, ss, span)
-	if err != nil || len(s.chunkTimes) == 0 {
+	if err != nil {
 		return 0, false, err
+	}
+	if len(s.chunkTimes) == 0 {
+		p.checkCarried(span, hasStallEvents, tally)
+		return 0, false, nil
 	}
 	times, events := s.chunkTimes, span.Events()
 
@@ -32,13 +38,13 @@ func (p *stallProcessor) enrich(ctx context.Context, s *scratch, rs ptrace.Resou
 		f.HasTTFT, f.TTFT = false, 0
 	}
 
-	// A span that already carries the figures went through a stall processor
-	// before (a second tier): values are overwritten in place, and figures
-	// the current config no longer produces are removed, so that processing
-	// twice gives the identical span.
+	// The chunk events are the evidence: the span gets the whole figure set
+	// derived from them, and every figure attribute it carried that this
+	// derivation does not produce is removed (a first tier's figures under
+	// another config, or figures set by a client). Values are overwritten in
+	// place, so that processing twice gives the identical span.
 	attrs := span.Attributes()
-	_, rederive := attrs.Get(semconv.AttrChunkCount)
-	writeFigures(attrs, &f, rederive)
+	writeFigures(attrs, &f, p.maxStallEvents)
 	if hasStallEvents || p.dropChunks {
 		idx := 0
 		events.RemoveIf(func(ev ptrace.SpanEvent) bool {
@@ -47,11 +53,39 @@ func (p *stallProcessor) enrich(ctx context.Context, s *scratch, rs ptrace.Resou
 			return drop
 		})
 	}
-	p.writeStallEvents(events, attrs, f.Stalls, rederive)
+	p.writeStallEvents(events, f.Stalls)
 
 	tally.enriched++
 	tally.stalls += int64(f.StallCount)
 	return times[0], true, nil
+}
+
+// checkCarried judges the figures of a span without chunk evidence: a
+// consistent set (what a first tier with drop_chunk_events wrote) stays as
+// it is; an inconsistent one loses every figure attribute and every
+// llm.stream.stall event, and is counted.
+func (p *stallProcessor) checkCarried(span ptrace.Span, hasStallEvents bool, tally *batchTally) {
+	attrs := span.Attributes()
+	r := figures.ReadAttributes(attrs)
+	if !r.Any() && !hasStallEvents {
+		return
+	}
+	if hasStallEvents {
+		r.ReadStallEvents(span.Events())
+	}
+	err := r.Check()
+	if err == nil {
+		return
+	}
+	attrs.RemoveIf(func(k string, _ pcommon.Value) bool { return figures.IsAttribute(k) })
+	if hasStallEvents {
+		span.Events().RemoveIf(func(ev ptrace.SpanEvent) bool { return ev.Name() == semconv.EventStall })
+	}
+	tally.inconsistent++
+	if p.logger.Core().Enabled(zap.DebugLevel) {
+		p.logger.Debug("Removed inconsistent stream figures from a span without chunk events",
+			zap.Error(err), zap.String("span", span.Name()), zap.Stringer("trace_id", span.TraceID()))
+	}
 }
 
 // collectChunkTimes gathers the measurable chunk times of span, sorted, into
@@ -139,68 +173,71 @@ func (c *timeCollector) sorted() []int64 {
 }
 
 // writeFigures writes the attributes of docs/contract.md section 4 with their presence
-// rules. With rederive, an attribute that is absent by those rules is removed.
-func writeFigures(attrs pcommon.Map, f *figures.Figures, rederive bool) {
+// rules, then removes every other figure attribute, and any second copy of
+// one (OTLP can carry a key twice; Put rewrites the first).
+func writeFigures(attrs pcommon.Map, f *figures.Figures, maxStallEvents int) {
+	var produced figures.Set
 	attrs.EnsureCapacity(attrs.Len() + 12)
 	attrs.PutInt(semconv.AttrChunkCount, int64(f.ChunkCount))
+	produced.Add(figures.IdxChunkCount)
 	if f.HasTTFT {
 		attrs.PutDouble(semconv.AttrTTFTMs, figures.Millis(f.TTFT))
+		produced.Add(figures.IdxTTFTMs)
 		if _, ok := attrs.Get(semconv.AttrTimeToFirstChunk); !ok {
 			attrs.PutDouble(semconv.AttrTimeToFirstChunk, float64(f.TTFT)/1e9)
 		}
-	} else if rederive {
-		attrs.Remove(semconv.AttrTTFTMs)
 	}
-	if !f.HasGeneration() {
-		if rederive {
-			removeAll(attrs, intervalAttributes...)
-			removeAll(attrs, semconv.AttrBurst, semconv.AttrActiveTPS)
+	if f.HasGeneration() {
+		attrs.PutDouble(semconv.AttrGenerationMs, figures.Millis(f.Generation))
+		attrs.PutDouble(semconv.AttrStallThresholdMs, figures.Millis(f.Threshold))
+		attrs.PutDouble(semconv.AttrStallMs, figures.Millis(f.StallTotal))
+		attrs.PutInt(semconv.AttrStallCount, int64(f.StallCount))
+		attrs.PutDouble(semconv.AttrMaxStallMs, figures.Millis(f.MaxStall))
+		attrs.PutDouble(semconv.AttrActiveGenerationMs, figures.Millis(f.Active()))
+		for _, i := range intervalFigures {
+			produced.Add(i)
 		}
-		return
+		if f.Burst {
+			attrs.PutBool(semconv.AttrBurst, true)
+			produced.Add(figures.IdxBurst)
+		}
+		if tps, ok := f.ActiveTPS(outputTokens(attrs)); ok {
+			attrs.PutDouble(semconv.AttrActiveTPS, tps)
+			produced.Add(figures.IdxActiveTPS)
+		}
 	}
-	attrs.PutDouble(semconv.AttrGenerationMs, figures.Millis(f.Generation))
-	attrs.PutDouble(semconv.AttrStallThresholdMs, figures.Millis(f.Threshold))
-	attrs.PutDouble(semconv.AttrStallMs, figures.Millis(f.StallTotal))
-	attrs.PutInt(semconv.AttrStallCount, int64(f.StallCount))
-	attrs.PutDouble(semconv.AttrMaxStallMs, figures.Millis(f.MaxStall))
-	attrs.PutDouble(semconv.AttrActiveGenerationMs, figures.Millis(f.Active()))
-	if f.Burst {
-		attrs.PutBool(semconv.AttrBurst, true)
-	} else if rederive {
-		attrs.Remove(semconv.AttrBurst)
+	if dropped := len(f.Stalls) - min(len(f.Stalls), maxStallEvents); dropped > 0 {
+		attrs.PutInt(semconv.AttrStallEventsDropped, int64(dropped))
+		produced.Add(figures.IdxStallEventsDropped)
 	}
-	if tps, ok := f.ActiveTPS(outputTokens(attrs)); ok {
-		attrs.PutDouble(semconv.AttrActiveTPS, tps)
-	} else if rederive {
-		attrs.Remove(semconv.AttrActiveTPS)
-	}
+	var seen figures.Set
+	attrs.RemoveIf(func(k string, _ pcommon.Value) bool {
+		i, ok := figures.AttributeIndex(k)
+		if !ok {
+			return false
+		}
+		if !produced.Has(i) || seen.Has(i) {
+			return true
+		}
+		seen.Add(i)
+		return false
+	})
 }
 
-// intervalAttributes are present exactly when the span has two chunks or more.
-var intervalAttributes = []string{
-	semconv.AttrGenerationMs,
-	semconv.AttrStallThresholdMs,
-	semconv.AttrStallMs,
-	semconv.AttrStallCount,
-	semconv.AttrMaxStallMs,
-	semconv.AttrActiveGenerationMs,
-}
-
-func removeAll(attrs pcommon.Map, keys ...string) {
-	for _, key := range keys {
-		attrs.Remove(key)
-	}
+// intervalFigures are present exactly when the span has two chunks or more.
+var intervalFigures = []int{
+	figures.IdxGenerationMs,
+	figures.IdxStallThresholdMs,
+	figures.IdxStallMs,
+	figures.IdxStallCount,
+	figures.IdxMaxStallMs,
+	figures.IdxActiveGenerationMs,
 }
 
 // writeStallEvents appends one llm.stream.stall event per stall, at most
-// max_stall_events, and counts the rest.
-func (p *stallProcessor) writeStallEvents(events ptrace.SpanEventSlice, attrs pcommon.Map, stalls []figures.Stall, rederive bool) {
+// max_stall_events; writeFigures counts the rest.
+func (p *stallProcessor) writeStallEvents(events ptrace.SpanEventSlice, stalls []figures.Stall) {
 	written := min(len(stalls), p.maxStallEvents)
-	if dropped := len(stalls) - written; dropped > 0 {
-		attrs.PutInt(semconv.AttrStallEventsDropped, int64(dropped))
-	} else if rederive {
-		attrs.Remove(semconv.AttrStallEventsDropped)
-	}
 	events.EnsureCapacity(events.Len() + written)
 	for _, st := range stalls[:written] {
 		ev := events.AppendEmpty()

@@ -1,9 +1,11 @@
 package stallprocessor
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/streamstall/streamstall/internal/figures"
 	"github.com/streamstall/streamstall/internal/semconv"
 )
 
@@ -50,20 +53,88 @@ func fuzzSeed(kind byte, start uint64, offsetsMs ...int64) []byte {
 	return out
 }
 
+// fuzzAttrNames are the attributes a fuzzed span may carry before the
+// processor: every figure, and attributes that are not figures but look
+// alike or sit next to them.
+var fuzzAttrNames = append(figures.AttributeNames(),
+	"llm.stream.oversized_frames", semconv.AttrTimeToFirstChunk, semconv.AttrHedgeOutcome, semconv.AttrUsageOutputTokens)
+
+const fuzzAttrSize = 10 // one byte of name, one of type, eight of value
+
+// forgeAttributes puts attributes decoded from data on the two spans of td,
+// alternately: any figure, of any type and value, as a client could send.
+func forgeAttributes(td ptrace.Traces, data []byte) {
+	spans := firstScope(td)
+	for i := 0; i+fuzzAttrSize <= len(data); i += fuzzAttrSize {
+		attrs := spans.At((i / fuzzAttrSize) % 2).Attributes()
+		name := fuzzAttrNames[int(data[i])%len(fuzzAttrNames)]
+		bits := binary.LittleEndian.Uint64(data[i+2:])
+		switch data[i+1] % 4 {
+		case 0:
+			attrs.PutInt(name, int64(bits))
+		case 1:
+			attrs.PutDouble(name, math.Float64frombits(bits))
+		case 2:
+			// Small values, so that consistent sets occur too.
+			attrs.PutDouble(name, float64(bits%20000))
+		default:
+			attrs.PutBool(name, bits&1 == 1)
+		}
+	}
+}
+
+// forgedSeed encodes attributes for forgeAttributes: pairs of a name and a
+// value; an int64 value is written as an int, a float64 as a double.
+func forgedSeed(kv ...any) []byte {
+	var out []byte
+	for i := 0; i+1 < len(kv); i += 2 {
+		idx := slices.Index(fuzzAttrNames, kv[i].(string))
+		switch v := kv[i+1].(type) {
+		case int:
+			out = append(out, byte(idx), 0)
+			out = binary.LittleEndian.AppendUint64(out, uint64(v))
+		case float64:
+			out = append(out, byte(idx), 1)
+			out = binary.LittleEndian.AppendUint64(out, math.Float64bits(v))
+		case bool:
+			out = append(out, byte(idx), 3, 1, 0, 0, 0, 0, 0, 0, 0)
+		}
+	}
+	return out
+}
+
 func FuzzStallProcessor(f *testing.F) {
 	start := uint64(testStart)
-	f.Add(fuzzSeed(0, start, 100, 150, 200, 3200, 3250, 9250, 9300, 9350), start, int64(100), uint16(2000), uint8(32))
-	f.Add(fuzzSeed(1, start, 0, 5000, 10000, 10050), start, int64(4), uint16(2000), uint8(0))
-	f.Add(fuzzSeed(0, start, 300, -20, 300, 0, 9000), uint64(0), int64(0), uint16(1), uint8(1))
-	f.Add(append(fuzzSeed(2, start, 1000, 2000), fuzzSeed(3, start, 50)...), start, int64(-5), uint16(500), uint8(3))
-	f.Add([]byte{0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 1, 0, 0, 0, 0, 0, 0, 0x80}, uint64(math.MaxUint64), int64(math.MaxInt64), uint16(65535), uint8(255))
+	f.Add(fuzzSeed(0, start, 100, 150, 200, 3200, 3250, 9250, 9300, 9350), start, int64(100), uint16(2000), uint8(32), []byte(nil))
+	f.Add(fuzzSeed(1, start, 0, 5000, 10000, 10050), start, int64(4), uint16(2000), uint8(0), []byte(nil))
+	f.Add(fuzzSeed(0, start, 300, -20, 300, 0, 9000), uint64(0), int64(0), uint16(1), uint8(1), []byte(nil))
+	f.Add(append(fuzzSeed(2, start, 1000, 2000), fuzzSeed(3, start, 50)...), start, int64(-5), uint16(500), uint8(3), []byte(nil))
+	f.Add([]byte{0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 1, 0, 0, 0, 0, 0, 0, 0x80}, uint64(math.MaxUint64), int64(math.MaxInt64), uint16(65535), uint8(255), []byte(nil))
+	// One chunk event and forged stall figures on the first span; on the
+	// second (no chunk), forged stall figures without a chunk count.
+	f.Add(fuzzSeed(0, start, 850), start, int64(40), uint16(2000), uint8(32), forgedSeed(
+		semconv.AttrStallCount, 7, semconv.AttrStallCount, 3, semconv.AttrStallMs, 50000.0, semconv.AttrStallMs, 90000.0,
+		semconv.AttrActiveTPS, 9999.0, "llm.stream.oversized_frames", 1))
+	// A consistent set carried by the span without chunks (the second).
+	f.Add(fuzzSeed(0, start, 100), start, int64(0), uint16(2000), uint8(32), forgedSeed(
+		semconv.AttrHedgeOutcome, 1, semconv.AttrChunkCount, 3,
+		semconv.AttrHedgeOutcome, 1, semconv.AttrGenerationMs, 100.0,
+		semconv.AttrHedgeOutcome, 1, semconv.AttrStallThresholdMs, 2000.0,
+		semconv.AttrHedgeOutcome, 1, semconv.AttrStallMs, 0.0,
+		semconv.AttrHedgeOutcome, 1, semconv.AttrStallCount, 0,
+		semconv.AttrHedgeOutcome, 1, semconv.AttrMaxStallMs, 0.0,
+		semconv.AttrHedgeOutcome, 1, semconv.AttrActiveGenerationMs, 100.0,
+		semconv.AttrHedgeOutcome, 1, semconv.AttrBurst, true))
 
-	f.Fuzz(func(t *testing.T, data []byte, start uint64, outputTokens int64, thresholdMs uint16, maxStallEvents uint8) {
+	f.Fuzz(func(t *testing.T, data []byte, start uint64, outputTokens int64, thresholdMs uint16, maxStallEvents uint8, forged []byte) {
 		cfg := createDefaultConfig().(*Config)
 		cfg.StallThreshold = time.Duration(max(thresholdMs, 1)) * time.Millisecond
 		cfg.MaxStallEvents = int(maxStallEvents)
 
 		td := fuzzSpans(data, start, outputTokens)
+		forgeAttributes(td, forged)
+		input := ptrace.NewTraces()
+		td.CopyTo(input)
 		chunkCounts := countValidChunks(td)
 		sink := new(consumertest.TracesSink)
 		proc, err := NewFactory().CreateTraces(context.Background(), newTestSettings(t), cfg, sink)
@@ -73,9 +144,10 @@ func FuzzStallProcessor(f *testing.F) {
 		once := sink.AllTraces()[0]
 		require.Equal(t, 2, once.SpanCount())
 
-		spans := firstScope(once)
+		spans, inSpans := firstScope(once), firstScope(input)
 		for i := 0; i < spans.Len(); i++ {
 			checkInvariants(t, spans.At(i), chunkCounts[i], cfg.MaxStallEvents)
+			checkCarried(t, inSpans.At(i), spans.At(i), chunkCounts[i])
 		}
 
 		// Idempotency: a second pass gives the identical span.
@@ -84,6 +156,42 @@ func FuzzStallProcessor(f *testing.F) {
 		require.NoError(t, proc.ConsumeTraces(context.Background(), once))
 		assertSameBytes(t, want, sink.AllTraces()[1])
 	})
+}
+
+// checkCarried holds the rules on what a span brought: what is not a figure
+// is never changed (gen_ai.response.time_to_first_chunk may only be added);
+// a span without chunks either is unchanged or has lost every figure and
+// stall event.
+func checkCarried(t *testing.T, in, out ptrace.Span, chunks int64) {
+	for k, v := range in.Attributes().All() {
+		if figures.IsAttribute(k) {
+			continue
+		}
+		got, ok := out.Attributes().Get(k)
+		require.True(t, ok, "%s was removed", k)
+		assert.True(t, v.Equal(got), "%s changed from %v to %v", k, v.AsRaw(), got.AsRaw())
+	}
+	if chunks > 0 {
+		return
+	}
+	var m ptrace.ProtoMarshaler
+	inBytes, err := m.MarshalTraces(spanTraces(in))
+	require.NoError(t, err)
+	outBytes, err := m.MarshalTraces(spanTraces(out))
+	require.NoError(t, err)
+	if bytes.Equal(inBytes, outBytes) {
+		return
+	}
+	for k := range out.Attributes().All() {
+		assert.False(t, figures.IsAttribute(k), "an inconsistent set kept %s", k)
+	}
+	assert.Empty(t, stallEvents(out), "an inconsistent set kept its stall events")
+}
+
+func spanTraces(span ptrace.Span) ptrace.Traces {
+	td, spans := newTraces()
+	span.CopyTo(spans.AppendEmpty())
+	return td
 }
 
 func firstScope(td ptrace.Traces) ptrace.SpanSlice {
@@ -107,19 +215,31 @@ func countValidChunks(td ptrace.Traces) []int64 {
 
 func checkInvariants(t *testing.T, span ptrace.Span, chunks int64, maxStallEvents int) {
 	attrs := span.Attributes()
-	n, ok := attrs.Get(semconv.AttrChunkCount)
+	// Whatever came in, what goes out is a consistent figure set.
+	r := figures.ReadAttributes(attrs)
+	r.ReadStallEvents(span.Events())
+	require.NoError(t, r.Check())
 	if chunks == 0 {
-		assert.False(t, ok, "a span without chunks gets no figures")
-		return
+		return // checkCarried holds the rest
 	}
+	n, ok := attrs.Get(semconv.AttrChunkCount)
 	require.True(t, ok)
 	require.Equal(t, chunks, n.Int())
+	for _, unproduced := range []string{semconv.AttrTimeToFirstAnswerMs, semconv.AttrReasoningMs, semconv.AttrReasoningChunkCount} {
+		_, ok := attrs.Get(unproduced)
+		assert.False(t, ok, "%s is not written by this processor", unproduced)
+	}
 	if ttft, ok := attrs.Get(semconv.AttrTTFTMs); ok {
 		assert.GreaterOrEqual(t, ttft.Double(), 0.0)
 	}
 	gen, ok := attrs.Get(semconv.AttrGenerationMs)
 	if chunks < 2 {
 		assert.False(t, ok, "interval figures need two chunks")
+		for _, absent := range []string{semconv.AttrBurst, semconv.AttrActiveTPS, semconv.AttrStallEventsDropped, semconv.AttrStallCount, semconv.AttrStallMs} {
+			_, ok := attrs.Get(absent)
+			assert.False(t, ok, "%s needs two chunks", absent)
+		}
+		assert.Empty(t, stallEvents(span))
 		return
 	}
 	require.True(t, ok)

@@ -43,7 +43,7 @@ type scratch struct {
 
 // batchTally counts what one batch did, for the component telemetry.
 type batchTally struct {
-	enriched, stalls, losers int64
+	enriched, stalls, losers, inconsistent int64
 }
 
 func newStallProcessor(set processor.Settings, cfg *Config) (*stallProcessor, error) {
@@ -82,6 +82,7 @@ func (p *stallProcessor) processTraces(ctx context.Context, td ptrace.Traces) (p
 	p.telemetry.ProcessorStallSpansEnriched.Add(ctx, tally.enriched)
 	p.telemetry.ProcessorStallStallsFound.Add(ctx, tally.stalls)
 	p.telemetry.ProcessorStallLosersFlagged.Add(ctx, tally.losers)
+	p.telemetry.ProcessorStallInconsistentFiguresRemoved.Add(ctx, tally.inconsistent)
 	clear(s.attempts) // release the spans of this batch
 	return td, err
 }

@@ -31,6 +31,9 @@ type Series[V any] struct {
 	points   map[string]*Point[V]
 	overflow *Point[V]
 	key      []byte
+	// overflowed counts the Point calls answered with the overflow point
+	// since the last TakeOverflowed.
+	overflowed int64
 }
 
 // NewSeries returns empty series of at most limit attribute sets; newValue
@@ -48,6 +51,7 @@ func (s *Series[V]) Point(attrs []Attribute) *Point[V] {
 		return p
 	}
 	if len(s.points) >= s.limit {
+		s.overflowed++
 		if s.overflow == nil {
 			s.overflow = &Point[V]{Attributes: pcommon.NewMap(), Value: s.newValue()}
 			s.overflow.Attributes.PutBool(semconv.AttrMetricOverflow, true)
@@ -58,6 +62,14 @@ func (s *Series[V]) Point(attrs []Attribute) *Point[V] {
 	Fill(p.Attributes, attrs)
 	s.points[string(s.key)] = p
 	return p
+}
+
+// TakeOverflowed returns how many Point calls were answered with the
+// overflow point since its previous call.
+func (s *Series[V]) TakeOverflowed() int64 {
+	n := s.overflowed
+	s.overflowed = 0
+	return n
 }
 
 // Len is the number of points, the overflow point included.

@@ -35,6 +35,10 @@ func TestSeriesOverflow(t *testing.T) {
 		{semconv.AttrMetricOverflow: true},
 	}, got)
 	assert.Equal(t, []int{2, 2, 3}, values)
+	assert.Equal(t, int64(3), s.TakeOverflowed(), "c, d and c again")
+	assert.Zero(t, s.TakeOverflowed(), "taken")
+	add("a")
+	assert.Zero(t, s.TakeOverflowed(), "a has its own point")
 
 	s.Reset()
 	assert.Zero(t, s.Len())

@@ -23,12 +23,13 @@ func Tracer(settings component.TelemetrySettings) trace.Tracer {
 // TelemetryBuilder provides an interface for components to report telemetry
 // as defined in metadata and user config.
 type TelemetryBuilder struct {
-	meter                       metric.Meter
-	mu                          sync.Mutex
-	registrations               []metric.Registration
-	ProcessorStallLosersFlagged metric.Int64Counter
-	ProcessorStallSpansEnriched metric.Int64Counter
-	ProcessorStallStallsFound   metric.Int64Counter
+	meter                                    metric.Meter
+	mu                                       sync.Mutex
+	registrations                            []metric.Registration
+	ProcessorStallInconsistentFiguresRemoved metric.Int64Counter
+	ProcessorStallLosersFlagged              metric.Int64Counter
+	ProcessorStallSpansEnriched              metric.Int64Counter
+	ProcessorStallStallsFound                metric.Int64Counter
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -60,6 +61,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	}
 	builder.meter = Meter(settings)
 	var err, errs error
+	builder.ProcessorStallInconsistentFiguresRemoved, err = builder.meter.Int64Counter(
+		"otelcol_processor_stall_inconsistent_figures.removed",
+		metric.WithDescription("Number of spans without chunk events whose figure attributes were inconsistent and were removed, with their llm.stream.stall events [Development]"),
+		metric.WithUnit("{span}"),
+	)
+	errs = errors.Join(errs, err)
 	builder.ProcessorStallLosersFlagged, err = builder.meter.Int64Counter(
 		"otelcol_processor_stall_losers.flagged",
 		metric.WithDescription("Number of spans flagged as hedge losers (llm.hedge.loser = true) [Development]"),

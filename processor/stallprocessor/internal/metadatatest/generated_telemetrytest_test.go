@@ -19,9 +19,13 @@ func TestSetupTelemetry(t *testing.T) {
 	tb, err := metadata.NewTelemetryBuilder(testTel.NewTelemetrySettings())
 	require.NoError(t, err)
 	defer tb.Shutdown()
+	tb.ProcessorStallInconsistentFiguresRemoved.Add(context.Background(), 1)
 	tb.ProcessorStallLosersFlagged.Add(context.Background(), 1)
 	tb.ProcessorStallSpansEnriched.Add(context.Background(), 1)
 	tb.ProcessorStallStallsFound.Add(context.Background(), 1)
+	AssertEqualProcessorStallInconsistentFiguresRemoved(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorStallLosersFlagged(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())

@@ -1,0 +1,85 @@
+package figures
+
+import (
+	"strings"
+
+	"github.com/streamstall/streamstall/internal/semconv"
+)
+
+// The figure attributes: every span attribute the stall processor derives
+// from chunk evidence, and only it writes. Attributes written by others are
+// not figures, even under llm.stream.* (the proxy's
+// llm.stream.oversized_frames), nor is gen_ai.response.time_to_first_chunk,
+// which an instrumentation may write itself, nor any llm.hedge.* attribute.
+const (
+	IdxChunkCount = iota
+	IdxTTFTMs
+	IdxGenerationMs
+	IdxStallThresholdMs
+	IdxStallMs
+	IdxStallCount
+	IdxMaxStallMs
+	IdxActiveGenerationMs
+	IdxBurst
+	IdxActiveTPS
+	IdxStallEventsDropped
+	IdxTimeToFirstAnswerMs
+	IdxReasoningMs
+	IdxReasoningChunkCount
+	numAttributes
+)
+
+var attributeNames = [numAttributes]string{
+	IdxChunkCount:          semconv.AttrChunkCount,
+	IdxTTFTMs:              semconv.AttrTTFTMs,
+	IdxGenerationMs:        semconv.AttrGenerationMs,
+	IdxStallThresholdMs:    semconv.AttrStallThresholdMs,
+	IdxStallMs:             semconv.AttrStallMs,
+	IdxStallCount:          semconv.AttrStallCount,
+	IdxMaxStallMs:          semconv.AttrMaxStallMs,
+	IdxActiveGenerationMs:  semconv.AttrActiveGenerationMs,
+	IdxBurst:               semconv.AttrBurst,
+	IdxActiveTPS:           semconv.AttrActiveTPS,
+	IdxStallEventsDropped:  semconv.AttrStallEventsDropped,
+	IdxTimeToFirstAnswerMs: semconv.AttrTimeToFirstAnswerMs,
+	IdxReasoningMs:         semconv.AttrReasoningMs,
+	IdxReasoningChunkCount: semconv.AttrReasoningChunkCount,
+}
+
+// intervalSet are the figures present exactly when a span has two chunks or more.
+const intervalSet = Set(1<<IdxGenerationMs | 1<<IdxStallThresholdMs | 1<<IdxStallMs |
+	1<<IdxStallCount | 1<<IdxMaxStallMs | 1<<IdxActiveGenerationMs)
+
+// Set is a set of figure attributes, by index.
+type Set uint16
+
+// Add adds the figure of index i.
+func (s *Set) Add(i int) { *s |= 1 << i }
+
+// Has reports whether the figure of index i is in the set.
+func (s Set) Has(i int) bool { return s&(1<<i) != 0 }
+
+// AttributeNames returns the names of every figure attribute (a copy).
+func AttributeNames() []string { return append([]string(nil), attributeNames[:]...) }
+
+// AttributeIndex returns the index of a figure attribute; ok is false for
+// any other name. It costs a prefix comparison for most names.
+func AttributeIndex(name string) (i int, ok bool) {
+	const prefix = "llm.stream."
+	if !strings.HasPrefix(name, prefix) {
+		return 0, false
+	}
+	for i, n := range attributeNames {
+		if n == name {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// IsAttribute reports whether name is a figure attribute: one only the stall
+// processor writes.
+func IsAttribute(name string) bool {
+	_, ok := AttributeIndex(name)
+	return ok
+}

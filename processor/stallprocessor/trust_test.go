@@ -1,0 +1,134 @@
+package stallprocessor
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/golden"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
+
+	"github.com/streamstall/streamstall/internal/figures"
+	"github.com/streamstall/streamstall/internal/semconv"
+	"github.com/streamstall/streamstall/processor/stallprocessor/internal/metadatatest"
+)
+
+// A span with one chunk event and forged stall figures: the chunk is the
+// evidence, so the span gets exactly the figures of one chunk, and a second
+// pass changes nothing.
+func TestForgedFiguresOnOneChunk(t *testing.T) {
+	td, spans := newTraces()
+	span := streamSpan(spans, 850)
+	attrs := span.Attributes()
+	attrs.PutInt(semconv.AttrStallCount, 7)
+	attrs.PutDouble(semconv.AttrStallMs, 50000)
+	attrs.PutDouble(semconv.AttrActiveTPS, 9999)
+	attrs.PutInt(semconv.AttrUsageOutputTokens, 40)
+
+	once := runProcessor(t, createDefaultConfig().(*Config), td)
+	got := firstSpan(once).Attributes()
+	for _, forged := range []string{semconv.AttrStallCount, semconv.AttrStallMs, semconv.AttrActiveTPS} {
+		_, ok := got.Get(forged)
+		assert.False(t, ok, "%s must be removed", forged)
+	}
+	assert.Equal(t, int64(1), attr(t, got, semconv.AttrChunkCount).Int())
+	assert.Equal(t, 850.0, attr(t, got, semconv.AttrTTFTMs).Double())
+	assert.Equal(t, int64(40), attr(t, got, semconv.AttrUsageOutputTokens).Int())
+
+	want := ptrace.NewTraces()
+	once.CopyTo(want)
+	assertSameBytes(t, want, runProcessor(t, createDefaultConfig().(*Config), once))
+}
+
+// A forged figure that the config cannot produce (the reasoning figures are
+// not written yet) is removed from a span with chunk evidence too, and so is
+// a second copy of a figure the processor writes.
+func TestUnproducedAndDuplicateFiguresRemoved(t *testing.T) {
+	const body = `{"resourceSpans":[{"scopeSpans":[{"spans":[{
+		"startTimeUnixNano":"1767225600000000000",
+		"attributes":[
+		{"key":"llm.stream.chunk_count","value":{"intValue":"40"}},
+		{"key":"llm.stream.chunk_count","value":{"intValue":"41"}},
+		{"key":"llm.stream.reasoning_chunk_count","value":{"intValue":"3"}},
+		{"key":"llm.stream.time_to_first_answer_ms","value":{"doubleValue":3}},
+		{"key":"llm.stream.oversized_frames","value":{"intValue":"2"}}],
+		"events":[{"name":"gen_ai.content.completion.chunk","timeUnixNano":"1767225600100000000"},
+		          {"name":"gen_ai.content.completion.chunk","timeUnixNano":"1767225600200000000"}]}]}]}]}`
+	td, err := (&ptrace.JSONUnmarshaler{}).UnmarshalTraces([]byte(body))
+	require.NoError(t, err)
+	once := runProcessor(t, createDefaultConfig().(*Config), td)
+	got := firstSpan(once).Attributes()
+	counts := 0
+	for k, v := range got.All() {
+		if k == semconv.AttrChunkCount {
+			counts++
+			assert.Equal(t, int64(2), v.Int())
+		}
+	}
+	assert.Equal(t, 1, counts, "one chunk_count")
+	for _, gone := range []string{semconv.AttrReasoningChunkCount, semconv.AttrTimeToFirstAnswerMs} {
+		_, ok := got.Get(gone)
+		assert.False(t, ok, gone)
+	}
+	assert.Equal(t, int64(2), attr(t, got, "llm.stream.oversized_frames").Int(), "not a figure: kept")
+	want := ptrace.NewTraces()
+	once.CopyTo(want)
+	assertSameBytes(t, want, runProcessor(t, createDefaultConfig().(*Config), once))
+}
+
+// Spans without chunk events: the consistent figures of a first tier that
+// dropped the chunk events pass byte for byte; inconsistent ones are
+// removed and counted.
+func TestCarriedFigures(t *testing.T) {
+	input, err := golden.ReadTraces(filepath.Join("testdata", "forged_figures", "input.yaml"))
+	require.NoError(t, err)
+	tel := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+	sink := new(consumertest.TracesSink)
+	proc, err := NewFactory().CreateTraces(context.Background(), metadatatest.NewSettings(tel), createDefaultConfig(), sink)
+	require.NoError(t, err)
+	want := ptrace.NewTraces()
+	input.CopyTo(want)
+	require.NoError(t, proc.ConsumeTraces(context.Background(), input))
+	require.NoError(t, proc.Shutdown(context.Background()))
+
+	out := firstScope(sink.AllTraces()[0])
+	// The third span carries the consistent set of a first tier.
+	assertSameBytes(t, spanOnly(want, 2), spanOnly(sink.AllTraces()[0], 2))
+	for _, i := range []int{1, 3} {
+		span := out.At(i)
+		for k := range span.Attributes().All() {
+			assert.False(t, figures.IsAttribute(k), "span %d keeps %s", i, k)
+		}
+		assert.Empty(t, stallEvents(span), "span %d keeps a stall event", i)
+	}
+	// The fourth keeps what is not a figure.
+	assert.Equal(t, "g1", attr(t, out.At(3).Attributes(), semconv.AttrHedgeGroupID).Str())
+	assert.Equal(t, 1, out.At(3).Events().Len(), "the keepalive event stays")
+
+	metadatatest.AssertEqualProcessorStallInconsistentFiguresRemoved(t, tel, []metricdata.DataPoint[int64]{{Value: 2}}, metricdatatest.IgnoreTimestamp())
+	metadatatest.AssertEqualProcessorStallSpansEnriched(t, tel, []metricdata.DataPoint[int64]{{Value: 1}}, metricdatatest.IgnoreTimestamp())
+}
+
+// What a first tier with drop_chunk_events writes is consistent for the next
+// tier, whatever the stream: every golden input through such a tier.
+func TestDroppedChunkEventsStayConsistent(t *testing.T) {
+	cfg := createDefaultConfig().(*Config)
+	cfg.DropChunkEvents = true
+	cfg.MaxStallEvents = 1
+	for _, tc := range goldenCases {
+		input, err := golden.ReadTraces(filepath.Join("testdata", tc.name, "input.yaml"))
+		require.NoError(t, err)
+		agent := runProcessor(t, cfg, input)
+		want := ptrace.NewTraces()
+		agent.CopyTo(want)
+		gateway := runProcessor(t, createDefaultConfig().(*Config), agent)
+		assertSameBytes(t, want, gateway)
+	}
+}
