@@ -51,8 +51,9 @@ func spanChunks(sp ptrace.Span) []chunk {
 	return out
 }
 
-// timeline draws chunk arrivals in width cells from start to end (or to
-// the last chunk, if later). A gap between consecutive chunks longer than
+// timeline draws chunk arrivals in width cells from start to end (to the
+// last chunk if it is later, or if the time after it is under 5 % of the
+// whole). A gap between consecutive chunks longer than
 // threshold (strictly, as the processor judges a stall) leaves its cells
 // blank, and so does a silence longer than threshold between the last chunk
 // and end (a call cancelled while stalled); a threshold of 0 marks neither.
@@ -69,7 +70,9 @@ func timeline(start, end time.Time, chunks []chunk, threshold time.Duration, wid
 		return strings.Repeat(string(cellWaiting), width)
 	}
 	last := chunks[len(chunks)-1].at
-	if last.After(end) {
+	if last.After(end) || 20*end.Sub(last) < end.Sub(start) {
+		// A tail under 5 % of the call (the stream's closing frames) is not
+		// drawn: the last chunk takes the last cell.
 		end = last
 	}
 	span := end.Sub(start)

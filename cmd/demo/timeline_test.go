@@ -50,6 +50,7 @@ func TestTimeline(t *testing.T) {
 		{"no chunk: waited till the end", nil, t0.Add(time.Second), 2 * time.Second, 10, "----------"},
 		{"cancelled while stalled", at(false, 100, 200, 300), t0.Add(3300 * time.Millisecond), 2 * time.Second, 12, "##          "},
 		{"ended soon after the last chunk", at(false, 100, 200, 300), t0.Add(1300 * time.Millisecond), 2 * time.Second, 14, "-###.........."},
+		{"closing frames after the last chunk", at(false, 100, 200, 300), t0.Add(310 * time.Millisecond), 2 * time.Second, 4, "-###"},
 		{"a chunk after the end", at(false, 100, 1000), t0.Add(500 * time.Millisecond), 2 * time.Second, 11, "-#........#"},
 		{"too narrow", at(false, 100), time.Time{}, 2 * time.Second, 1, ""},
 	} {
