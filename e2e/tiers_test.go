@@ -221,7 +221,8 @@ func TestTwoTiers(t *testing.T) {
 		assert.NotContains(t, b, perChunk, "no gaps behind an agent that dropped the chunk events")
 		compared := 0
 		for name, fa := range a {
-			if name == perChunk || !(strings.HasPrefix(name, "llm_") || strings.HasPrefix(name, "gen_ai_")) {
+			connector := strings.HasPrefix(name, "llm_") || strings.HasPrefix(name, "gen_ai_")
+			if name == perChunk || !connector {
 				continue
 			}
 			fb, ok := b[name]

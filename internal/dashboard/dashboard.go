@@ -1,7 +1,8 @@
-// Package dashboard reads the metric names that a Grafana dashboard's
-// Prometheus queries use, so that tests can hold the dashboard to the
-// metrics the connector really emits: by translation (unit test) and in a
-// real scrape (end-to-end test).
+// Package dashboard reads the Prometheus queries of a Grafana dashboard and
+// of the docs' ```promql blocks, and the metric names they use, so that
+// tests can hold them to the metrics the connector really emits: by
+// translation (unit test), in a real scrape and on a real Prometheus
+// (end-to-end tests).
 package dashboard // import "github.com/streamstall/streamstall/internal/dashboard"
 
 import (
