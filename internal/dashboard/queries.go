@@ -90,6 +90,14 @@ func MarkdownPromQL(path string) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
+	exprs, err := markdownPromQL(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return exprs, nil
+}
+
+func markdownPromQL(b []byte) ([]string, error) {
 	var exprs, cur []string
 	in := false
 	flush := func() {
@@ -99,7 +107,8 @@ func MarkdownPromQL(path string) ([]string, error) {
 		}
 	}
 	sc := bufio.NewScanner(bytes.NewReader(b))
-	for n := 1; sc.Scan(); n++ {
+	sc.Buffer(nil, len(b)+1) // a line may be as long as the document
+	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
 		switch {
 		case !in && line == "```promql":
@@ -116,10 +125,10 @@ func MarkdownPromQL(path string) ([]string, error) {
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
+		return nil, err
 	}
 	if in {
-		return nil, fmt.Errorf("%s: unclosed ```promql block", path)
+		return nil, fmt.Errorf("unclosed ```promql block")
 	}
 	return exprs, nil
 }
