@@ -19,7 +19,7 @@ COUNT     ?= 5
 
 GO_SOURCES := $(shell find . -name '*.go' -not -path './_build/*' -not -path './internal/tools/*') go.mod go.sum
 
-.PHONY: all otelcol jaeger fakellm demo run sim test unit race alloc fuzz e2e lint bench clean tidy generate
+.PHONY: all otelcol jaeger fakellm demo run sim test unit race alloc fuzz e2e lint bench clean tidy generate prometheus rules
 
 # Every component directory: the directories holding a metadata.yaml.
 COMPONENTS = $(patsubst ./%/metadata.yaml,%,$(shell find . -name metadata.yaml -not -path './_build/*' -not -path '*/testdata/*'))
@@ -73,8 +73,8 @@ sim:
 	$(GO) run ./cmd/hedgesim -calls 20000 -seed 1
 
 ## test: unit tests with the race detector, the allocation tests without it, short fuzzing of
-##       every parser, and the end-to-end tests
-test: race alloc fuzz e2e
+##       every parser, the Prometheus rules' tests and the end-to-end tests
+test: race alloc fuzz rules e2e
 
 unit:
 	$(GO) test ./...
@@ -100,9 +100,26 @@ fuzz:
 alloc:
 	$(GO) test -count=1 -run 'Alloc' ./...
 
-## e2e: the real collector (ocb) and a real Jaeger on loopback
-e2e: otelcol jaeger fakellm
+## prometheus: Debian's prometheus package (prometheus, promtool), installed when either is missing
+##             (as root, or with sudo); the package's own service is stopped and disabled
+prometheus:
+	@if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then \
+	  sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  echo "installing Debian's prometheus package"; \
+	  $$sudo apt-get update && $$sudo apt-get install -y --no-install-recommends prometheus || exit 1; \
+	  if [ -d /run/systemd/system ]; then $$sudo systemctl disable --now prometheus || true; \
+	  elif [ -x /etc/init.d/prometheus ]; then $$sudo invoke-rc.d prometheus stop || true; fi; \
+	fi
+
+## rules: check and unit-test the Prometheus rules of docs/prometheus with promtool
+rules: prometheus
+	promtool check rules docs/prometheus/streamstall-rules.yaml
+	cd docs/prometheus && promtool test rules streamstall-rules.test.yaml
+
+## e2e: the real collector (ocb), a real Jaeger and a real Prometheus on loopback
+e2e: otelcol jaeger fakellm prometheus
 	STREAMSTALL_OTELCOL=$(CURDIR)/$(OTELCOL) STREAMSTALL_JAEGER=$(CURDIR)/$(JAEGER_BIN) STREAMSTALL_FAKELLM=$(CURDIR)/$(FAKELLM) \
+	STREAMSTALL_PROMETHEUS=$$(command -v prometheus) \
 	  $(GO) test -tags e2e -count=1 -timeout 20m -v ./e2e/...
 
 lint:

@@ -3,7 +3,8 @@
 // ocb-built collector with sse_capture -> stall -> stall_metrics, real
 // clients (the official openai-go and anthropic SDKs through the proxy, the
 // hedging client beside it), and prints what the collector derived.
-// `make run` builds everything and starts it; `make run JAEGER=1` adds Jaeger.
+// `make run` builds everything and starts it; `make run JAEGER=1` adds
+// Jaeger and prints the queries of its API that find the stalled calls.
 package main
 
 import (
@@ -33,7 +34,7 @@ func main() {
 	flag.IntVar(&o.concurrency, "concurrency", 12, "calls in flight at once")
 	flag.Float64Var(&o.timeFactor, "time-factor", 0.1, "speed of fakellm's field profile (1 = real time: 55 s median stalls)")
 	flag.Uint64Var(&o.seed, "seed", 7, "seed of fakellm's profiles")
-	flag.BoolVar(&o.hold, "hold", true, "with -jaeger: keep running after the summary until Ctrl-C, so the UI can be browsed")
+	flag.BoolVar(&o.hold, "hold", true, "with -jaeger: keep running after the summary until Ctrl-C, so that Jaeger can be queried")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -71,12 +72,9 @@ func run(ctx context.Context, o options) error {
 	if st.jaeger == nil {
 		return nil
 	}
-	fmt.Printf("\nJaeger (in-memory) has the enriched spans:\n"+
-		"  query API: %s/api/traces?service=%s&tags=%%7B%%22llm.stream.stall_count%%22%%3A%%222%%22%%7D\n"+
-		"             %s/api/traces?service=%s-gateway&tags=%%7B%%22llm.hedge.loser%%22%%3A%%22true%%22%%7D\n"+
-		"  UI:        %s/search?service=%s (a Jaeger built from the module proxy has no UI assets and shows a\n"+
-		"             placeholder there; a Jaeger release's UI pointed at this query service shows everything)\n",
-		st.jaeger.QueryURL, proxyService, st.jaeger.QueryURL, proxyService, st.jaeger.QueryURL, proxyService)
+	if err := printJaegerQueries(ctx, os.Stdout, st.jaeger, spans); err != nil {
+		return fmt.Errorf("query jaeger: %w", err)
+	}
 	if !o.hold {
 		return nil
 	}

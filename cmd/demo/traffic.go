@@ -31,13 +31,13 @@ type plannedCall struct {
 
 // The mix of the field: most streams are steady, a good share stall mid-way
 // (some with keepalives that must not hide the stall), a few arrive in one
-// buffered burst or start slowly.
+// buffered burst or start slowly, and a few reason before they answer.
 var profileMix = []struct {
 	profile string
 	weight  int
 }{
 	{fakellm.ProfileSteady, 40}, {fakellm.ProfileStall, 30}, {fakellm.ProfileStallKeepalive, 15},
-	{fakellm.ProfileSlowFirst, 10}, {fakellm.ProfileBurst, 5},
+	{fakellm.ProfileSlowFirst, 10}, {fakellm.ProfileBurst, 5}, {fakellm.ProfileReasoning, 8},
 }
 
 var models = []struct{ api, model string }{

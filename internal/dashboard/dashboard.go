@@ -1,13 +1,13 @@
-// Package dashboard reads the metric names that a Grafana dashboard's
-// Prometheus queries use, so that tests can hold the dashboard to the
-// metrics the connector really emits: by translation (unit test) and in a
-// real scrape (end-to-end test).
+// Package dashboard reads the Prometheus queries of a Grafana dashboard and
+// of the docs' ```promql blocks, and the metric names they use, so that
+// tests can hold them to the metrics the connector really emits: by
+// translation (unit test), in a real scrape and on a real Prometheus
+// (end-to-end tests).
 package dashboard // import "github.com/streamstall/streamstall/internal/dashboard"
 
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -18,37 +18,18 @@ import (
 // every query variable (label_values(selector, label), query_result(expr) or
 // plain PromQL).
 func MetricNames(path string) ([]string, error) {
-	b, err := os.ReadFile(path)
+	d, err := load(path)
 	if err != nil {
-		return nil, fmt.Errorf("read dashboard: %w", err)
+		return nil, err
 	}
-	var d dashboard
-	if err := json.Unmarshal(b, &d); err != nil {
-		return nil, fmt.Errorf("parse dashboard %s: %w", path, err)
+	exprs := d.panelExprs()
+	vars, err := d.variables()
+	if err != nil {
+		return nil, err
 	}
-	var exprs []string
-	var walk func([]panel)
-	walk = func(panels []panel) {
-		for _, p := range panels {
-			for _, t := range p.Targets {
-				if t.Expr != "" {
-					exprs = append(exprs, t.Expr)
-				}
-			}
-			walk(p.Panels)
-		}
-	}
-	walk(d.Panels)
-	for _, v := range d.Templating.List {
-		if v.Type != "query" {
-			continue
-		}
-		q, err := variableQuery(v.Query)
-		if err != nil {
-			return nil, fmt.Errorf("variable %q: %w", v.Name, err)
-		}
-		if q != "" {
-			exprs = append(exprs, q)
+	for _, v := range vars {
+		if v.Selector != "" {
+			exprs = append(exprs, v.Selector)
 		}
 	}
 	seen := map[string]bool{}
@@ -92,11 +73,14 @@ var (
 	queryResult = regexp.MustCompile(`^\s*query_result\s*\((.*)\)\s*$`)
 )
 
-// variableQuery returns the PromQL inside a query variable: Grafana stores
-// it as a string or, since version 9, as {"query": "..."}.
-func variableQuery(raw json.RawMessage) (string, error) {
+type varQuery struct{ selector, label string }
+
+// variableQuery returns the PromQL inside a query variable (Grafana stores
+// it as a string or, since version 9, as {"query": "..."}) and, for
+// label_values, the label.
+func variableQuery(raw json.RawMessage) (varQuery, error) {
 	if len(raw) == 0 {
-		return "", nil
+		return varQuery{}, nil
 	}
 	var q string
 	if err := json.Unmarshal(raw, &q); err != nil {
@@ -104,7 +88,7 @@ func variableQuery(raw json.RawMessage) (string, error) {
 			Query string `json:"query"`
 		}
 		if err := json.Unmarshal(raw, &obj); err != nil {
-			return "", fmt.Errorf("query is neither a string nor an object: %w", err)
+			return varQuery{}, fmt.Errorf("query is neither a string nor an object: %w", err)
 		}
 		q = obj.Query
 	}
@@ -113,14 +97,14 @@ func variableQuery(raw json.RawMessage) (string, error) {
 		// names the selector's.
 		i := strings.LastIndex(m[1], ",")
 		if i < 0 {
-			return "", nil
+			return varQuery{label: strings.TrimSpace(m[1])}, nil
 		}
-		return m[1][:i], nil
+		return varQuery{selector: strings.TrimSpace(m[1][:i]), label: strings.TrimSpace(m[1][i+1:])}, nil
 	}
 	if m := queryResult.FindStringSubmatch(q); m != nil {
-		return m[1], nil
+		return varQuery{selector: m[1]}, nil
 	}
-	return q, nil
+	return varQuery{selector: q}, nil
 }
 
 // promqlToken matches, in order: strings, numbers and durations (5m, 1e3,

@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -25,6 +26,33 @@ func FuzzExprMetricNames(f *testing.F) {
 		for _, n := range names {
 			if !metricName.MatchString(n) {
 				t.Fatalf("%q gave metric name %q", expr, n)
+			}
+		}
+	})
+}
+
+// FuzzMarkdownPromQL: any document gives expressions or an error, never a
+// panic; every expression is one trimmed, non-empty line that is no
+// comment, and there are never more expressions than lines.
+func FuzzMarkdownPromQL(f *testing.F) {
+	for _, seed := range []string{
+		"```promql\n# c\n  sum(a)\n/ sum(b)\n\nrate(x[5m])\n```\n",
+		"  ```promql\n  x\n  ```\n```yaml\na: b\n```\n",
+		"```promql\nunclosed", "```promql\r\nx\r\n```", "",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		exprs, err := markdownPromQL(doc)
+		if err != nil {
+			return
+		}
+		if len(exprs) > strings.Count(string(doc), "\n")+1 {
+			t.Fatalf("%d expressions from %d lines", len(exprs), strings.Count(string(doc), "\n")+1)
+		}
+		for _, e := range exprs {
+			if e == "" || e != strings.TrimSpace(e) || strings.ContainsAny(e, "\n") || strings.HasPrefix(e, "#") {
+				t.Fatalf("expression %q from %q", e, doc)
 			}
 		}
 	})
