@@ -139,9 +139,6 @@ func TestViolations(t *testing.T) {
 // builder-config.yaml, the hedge client, the commands) and fails when one of
 // the module's packages is, or imports, a test helper.
 func TestNoTestHelpersInProduction(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the go command over the whole module")
-	}
 	module := goList(t, "-m")[0]
 	var roots []string
 	for _, p := range goList(t, "./...") {
