@@ -14,7 +14,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"github.com/streamstall/streamstall/connector/stallmetricsconnector/internal/expohisto"
+	"github.com/streamstall/streamstall/internal/exphist"
 	"github.com/streamstall/streamstall/internal/semconv"
 )
 
@@ -46,12 +46,12 @@ func BenchmarkRecordValue(b *testing.B) {
 	})
 	b.Run("Histogram.Record", func(b *testing.B) {
 		b.ReportAllocs()
-		scale, err := expohisto.ScaleForAccuracy(defaultRelativeAccuracy)
+		scale, err := exphist.ScaleForAccuracy(defaultRelativeAccuracy)
 		if err != nil {
 			b.Fatal(err)
 		}
 		// Enough buckets for the range, as the raw sketch has.
-		layout, err := expohisto.NewLayout(scale, 4096)
+		layout, err := exphist.NewLayout(scale, 4096)
 		if err != nil {
 			b.Fatal(err)
 		}

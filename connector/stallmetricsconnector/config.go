@@ -8,7 +8,7 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/confmap"
 
-	"github.com/streamstall/streamstall/connector/stallmetricsconnector/internal/expohisto"
+	"github.com/streamstall/streamstall/internal/exphist"
 	"github.com/streamstall/streamstall/internal/semconv"
 )
 
@@ -100,11 +100,11 @@ func (c *Config) Validate() error {
 	if c.MaxDimensionValueLength < 1 {
 		errs = append(errs, fmt.Errorf("max_dimension_value_length must be at least 1, got %d", c.MaxDimensionValueLength))
 	}
-	if _, err := expohisto.ScaleForAccuracy(c.Histogram.RelativeAccuracy); err != nil {
+	if _, err := exphist.ScaleForAccuracy(c.Histogram.RelativeAccuracy); err != nil {
 		errs = append(errs, fmt.Errorf("histogram::relative_accuracy: %w", err))
 	}
-	if c.Histogram.MaxBuckets < expohisto.MinMaxBuckets {
-		errs = append(errs, fmt.Errorf("histogram::max_buckets must be at least %d, got %d", expohisto.MinMaxBuckets, c.Histogram.MaxBuckets))
+	if c.Histogram.MaxBuckets < exphist.MinMaxBuckets {
+		errs = append(errs, fmt.Errorf("histogram::max_buckets must be at least %d, got %d", exphist.MinMaxBuckets, c.Histogram.MaxBuckets))
 	}
 	seen := make(map[string]bool, len(reservedDimensions)+len(c.Dimensions))
 	for _, name := range reservedDimensions {

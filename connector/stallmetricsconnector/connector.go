@@ -15,8 +15,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/streamstall/streamstall/connector/stallmetricsconnector/internal/aggregate"
-	"github.com/streamstall/streamstall/connector/stallmetricsconnector/internal/expohisto"
 	"github.com/streamstall/streamstall/connector/stallmetricsconnector/internal/metadata"
+	"github.com/streamstall/streamstall/internal/exphist"
 	"github.com/streamstall/streamstall/internal/figures"
 	"github.com/streamstall/streamstall/internal/semconv"
 )
@@ -56,7 +56,7 @@ type stallMetrics struct {
 
 // seriesSet are the data points of every metric.
 type seriesSet struct {
-	ttft, perChunk, generation, active, stall *aggregate.Series[*expohisto.Histogram]
+	ttft, perChunk, generation, active, stall *aggregate.Series[*exphist.Histogram]
 	calls, attempts                           *aggregate.Series[*int64]
 }
 
@@ -69,11 +69,11 @@ type extraDimension struct {
 var _ connector.Traces = (*stallMetrics)(nil)
 
 func newStallMetrics(set connector.Settings, cfg *Config, next consumer.Metrics, clock clockwork.Clock) (*stallMetrics, error) {
-	scale, err := expohisto.ScaleForAccuracy(cfg.Histogram.RelativeAccuracy)
+	scale, err := exphist.ScaleForAccuracy(cfg.Histogram.RelativeAccuracy)
 	if err != nil {
 		return nil, fmt.Errorf("histogram relative accuracy: %w", err)
 	}
-	layout, err := expohisto.NewLayout(scale, cfg.Histogram.MaxBuckets)
+	layout, err := exphist.NewLayout(scale, cfg.Histogram.MaxBuckets)
 	if err != nil {
 		return nil, fmt.Errorf("histogram layout: %w", err)
 	}
@@ -227,8 +227,8 @@ func (c *stallMetrics) flush(ctx context.Context) error {
 	return nil
 }
 
-func (s *seriesSet) histograms() []*aggregate.Series[*expohisto.Histogram] {
-	return []*aggregate.Series[*expohisto.Histogram]{s.ttft, s.perChunk, s.generation, s.active, s.stall}
+func (s *seriesSet) histograms() []*aggregate.Series[*exphist.Histogram] {
+	return []*aggregate.Series[*exphist.Histogram]{s.ttft, s.perChunk, s.generation, s.active, s.stall}
 }
 
 // takeOverflowed sums the overflowed lookups of every metric since the
@@ -251,7 +251,7 @@ func (s *seriesSet) reset() {
 // emptyValues empties every point's value and keeps the point.
 func (s *seriesSet) emptyValues() {
 	for _, h := range s.histograms() {
-		h.All(func(p *aggregate.Point[*expohisto.Histogram]) { p.Value.Reset() })
+		h.All(func(p *aggregate.Point[*exphist.Histogram]) { p.Value.Reset() })
 	}
 	s.calls.All(func(p *aggregate.Point[*int64]) { *p.Value = 0 })
 	s.attempts.All(func(p *aggregate.Point[*int64]) { *p.Value = 0 })

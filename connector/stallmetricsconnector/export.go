@@ -5,8 +5,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/streamstall/streamstall/connector/stallmetricsconnector/internal/aggregate"
-	"github.com/streamstall/streamstall/connector/stallmetricsconnector/internal/expohisto"
 	"github.com/streamstall/streamstall/connector/stallmetricsconnector/internal/metadata"
+	"github.com/streamstall/streamstall/internal/exphist"
 	"github.com/streamstall/streamstall/internal/semconv"
 )
 
@@ -29,7 +29,7 @@ func (c *stallMetrics) buildMetrics(now pcommon.Timestamp) pmetric.Metrics {
 
 	histograms := []struct {
 		name, description string
-		series            *aggregate.Series[*expohisto.Histogram]
+		series            *aggregate.Series[*exphist.Histogram]
 	}{
 		{semconv.MetricTimeToFirstChunk, "Time from the start of a streaming call to its first content chunk.", c.metrics.ttft},
 		{semconv.MetricTimePerOutputChunk, "Time between two consecutive content chunks of a streaming call.", c.metrics.perChunk},
@@ -40,7 +40,7 @@ func (c *stallMetrics) buildMetrics(now pcommon.Timestamp) pmetric.Metrics {
 	for _, h := range histograms {
 		var eh pmetric.ExponentialHistogram
 		added := false
-		h.series.All(func(p *aggregate.Point[*expohisto.Histogram]) {
+		h.series.All(func(p *aggregate.Point[*exphist.Histogram]) {
 			if p.Value.Count() == 0 {
 				return // a delta point without a value this interval
 			}

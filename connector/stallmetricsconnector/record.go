@@ -9,7 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/streamstall/streamstall/connector/stallmetricsconnector/internal/aggregate"
-	"github.com/streamstall/streamstall/connector/stallmetricsconnector/internal/expohisto"
+	"github.com/streamstall/streamstall/internal/exphist"
 	"github.com/streamstall/streamstall/internal/figures"
 	"github.com/streamstall/streamstall/internal/semconv"
 	"github.com/streamstall/streamstall/internal/textcap"
@@ -179,7 +179,7 @@ func (c *stallMetrics) recordStallEvents(span ptrace.Span, fig *figures.Reported
 		}
 		// Check made every duration a positive, finite double.
 		v, _ := ev.Attributes().Get(semconv.AttrStallEventDurationMs)
-		if ms := v.Double(); expohisto.Valid(ms / 1e3) {
+		if ms := v.Double(); exphist.Valid(ms / 1e3) {
 			c.record(c.metrics.stall, dims, ms/1e3, semconv.AttrStallEventDurationMs, span)
 			recorded++
 			sumMs += ms
@@ -191,7 +191,7 @@ func (c *stallMetrics) recordStallEvents(span ptrace.Span, fig *figures.Reported
 	}
 	missing := int(count) - recorded
 	mean := (totalMs - sumMs) / float64(missing) / 1e3
-	if !expohisto.Valid(mean) {
+	if !exphist.Valid(mean) {
 		return recorded
 	}
 	_ = c.metrics.stall.Point(dims).Value.RecordN(mean, uint64(missing))
@@ -201,8 +201,8 @@ func (c *stallMetrics) recordStallEvents(span ptrace.Span, fig *figures.Reported
 // record adds one value in seconds; a value no duration can have (negative,
 // NaN, huge) is skipped, before it can open a data point, with a debug log
 // naming its source.
-func (c *stallMetrics) record(series *aggregate.Series[*expohisto.Histogram], dims []aggregate.Attribute, seconds float64, source string, span ptrace.Span) {
-	if !expohisto.Valid(seconds) {
+func (c *stallMetrics) record(series *aggregate.Series[*exphist.Histogram], dims []aggregate.Attribute, seconds float64, source string, span ptrace.Span) {
+	if !exphist.Valid(seconds) {
 		c.logger.Debug("Skipping a figure no duration can have",
 			zap.String("source", source), zap.Float64("seconds", seconds), zap.String("span", span.Name()), zap.Stringer("trace_id", span.TraceID()))
 		return

@@ -1,6 +1,3 @@
-// Package exphist reads OTLP exponential histograms back: the quantile a
-// reader (Prometheus, Grafana, our demo) reconstructs from the exported
-// buckets. It is the reader's side of the stall_metrics connector's contract.
 package exphist
 
 import (
@@ -29,7 +26,7 @@ func Quantile(dp pmetric.ExponentialHistogramDataPoint, q float64) float64 {
 	q = min(max(q, 0), 1)
 	// The 0-based rank of the wanted value among the sorted values.
 	rank := uint64(q * float64(total-1))
-	base := math.Exp2(math.Exp2(-float64(dp.Scale())))
+	gamma := base(dp.Scale())
 	clamp := func(v float64) float64 {
 		if dp.HasMin() {
 			v = max(v, dp.Min())
@@ -44,7 +41,7 @@ func Quantile(dp pmetric.ExponentialHistogramDataPoint, q float64) float64 {
 	for i := neg.Len() - 1; i >= 0; i-- {
 		seen += neg.At(i)
 		if rank < seen {
-			return clamp(-representative(base, int(dp.Negative().Offset())+i))
+			return clamp(-representative(gamma, int(dp.Negative().Offset())+i))
 		}
 	}
 	seen += dp.ZeroCount()
@@ -54,15 +51,15 @@ func Quantile(dp pmetric.ExponentialHistogramDataPoint, q float64) float64 {
 	for i := 0; i < pos.Len(); i++ {
 		seen += pos.At(i)
 		if rank < seen {
-			return clamp(representative(base, int(dp.Positive().Offset())+i))
+			return clamp(representative(gamma, int(dp.Positive().Offset())+i))
 		}
 	}
 	return clamp(math.Inf(1)) // unreachable: rank < total
 }
 
-// representative is the value reported for bucket index i: (base^i, base^(i+1)].
-func representative(base float64, i int) float64 {
-	lo := math.Pow(base, float64(i))
-	hi := lo * base
+// representative is the value reported for bucket index i: (gamma^i, gamma^(i+1)].
+func representative(gamma float64, i int) float64 {
+	lo := math.Pow(gamma, float64(i))
+	hi := lo * gamma
 	return 2 * lo * hi / (lo + hi)
 }

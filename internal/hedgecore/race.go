@@ -1,6 +1,10 @@
 package hedgecore
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/streamstall/streamstall/internal/semconv"
+)
 
 // MaxAttempts is gRPC's clamp on maxAttempts (gRFC A6).
 const MaxAttempts = 5
@@ -22,11 +26,11 @@ const (
 func (t Trigger) String() string {
 	switch t {
 	case TriggerTTFT:
-		return "ttft"
+		return semconv.HedgeTriggerTTFT
 	case TriggerStall:
-		return "stall"
+		return semconv.HedgeTriggerStall
 	case TriggerError:
-		return "error"
+		return semconv.HedgeTriggerError
 	}
 	return ""
 }

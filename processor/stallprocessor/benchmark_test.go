@@ -208,7 +208,7 @@ func TestNoAllocationPerChunkEvent(t *testing.T) {
 	}
 	sp, err := newStallProcessor(newTestSettings(t), createDefaultConfig().(*Config))
 	require.NoError(t, err)
-	assert.Empty(t, sp.conditions.chunkEvent, "the default config must not evaluate OTTL per event")
+	assert.Nil(t, sp.conditions.chunkEvent, "the default config must not evaluate OTTL per event")
 
 	allocsFor := func(chunks int) float64 {
 		const runs = 20

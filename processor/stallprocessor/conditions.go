@@ -1,7 +1,6 @@
 package stallprocessor // import "github.com/streamstall/streamstall/processor/stallprocessor"
 
 import (
-	"context"
 	"errors"
 	"fmt"
 
@@ -12,36 +11,18 @@ import (
 	"go.opentelemetry.io/collector/component"
 )
 
-// anyOf is a list of OTTL conditions, OR-ed. An empty list is "not
-// configured": callers check len before building a transform context.
-type anyOf[K any] []*ottl.Condition[K]
-
-// eval reports whether one condition holds. A condition that fails is handed
-// to onError (error_mode) and, when that swallows it, counts as false.
-func (c anyOf[K]) eval(ctx context.Context, tCtx K, onError func(error) error) (bool, error) {
-	for _, cond := range c {
-		ok, err := cond.Eval(ctx, tCtx)
-		if err != nil {
-			if err = onError(fmt.Errorf("evaluating condition %q: %w", cond.String(), err)); err != nil {
-				return false, err
-			}
-			continue
-		}
-		if ok {
-			return true, nil
-		}
-	}
-	return false, nil
-}
-
-// conditions are the compiled OTTL conditions of a Config.
+// conditions are the compiled OTTL conditions of a Config. Each list is an
+// ottl.ConditionSequence (conditions OR-ed, failures handled by error_mode),
+// or nil when the list is not configured: callers check for nil before
+// building a transform context, so an unconfigured list costs nothing.
 type conditions struct {
-	spans      anyOf[*ottlspan.TransformContext]
-	losers     anyOf[*ottlspan.TransformContext]
-	chunkEvent anyOf[*ottlspanevent.TransformContext]
+	spans      *ottl.ConditionSequence[*ottlspan.TransformContext]
+	losers     *ottl.ConditionSequence[*ottlspan.TransformContext]
+	chunkEvent *ottl.ConditionSequence[*ottlspanevent.TransformContext]
 }
 
 // compileConditions parses every OTTL condition of cfg; errors name the key.
+// set.Logger receives the failures that error_mode ignore logs.
 func compileConditions(cfg *Config, set component.TelemetrySettings) (*conditions, error) {
 	var errs []error
 	c := &conditions{}
@@ -50,10 +31,11 @@ func compileConditions(cfg *Config, set component.TelemetrySettings) (*condition
 		if err != nil {
 			return nil, fmt.Errorf("creating the ottl span parser: %w", err)
 		}
-		if c.spans, err = parser.ParseConditions(cfg.Spans); err != nil {
+		mode := ottlspan.WithConditionSequenceErrorMode(cfg.ErrorMode)
+		if c.spans, err = spanSequence(&parser, cfg.Spans, set, mode); err != nil {
 			errs = append(errs, fmt.Errorf("spans: %w", err))
 		}
-		if c.losers, err = parser.ParseConditions(cfg.LoserConditions); err != nil {
+		if c.losers, err = spanSequence(&parser, cfg.LoserConditions, set, mode); err != nil {
 			errs = append(errs, fmt.Errorf("loser_conditions: %w", err))
 		}
 	}
@@ -62,12 +44,29 @@ func compileConditions(cfg *Config, set component.TelemetrySettings) (*condition
 		if err != nil {
 			return nil, fmt.Errorf("creating the ottl span event parser: %w", err)
 		}
-		if c.chunkEvent, err = parser.ParseConditions(cfg.ChunkEvents.Conditions); err != nil {
+		conds, err := parser.ParseConditions(cfg.ChunkEvents.Conditions)
+		if err != nil {
 			errs = append(errs, fmt.Errorf("chunk_events::conditions: %w", err))
+		} else {
+			seq := ottlspanevent.NewConditionSequence(conds, set, ottlspanevent.WithConditionSequenceErrorMode(cfg.ErrorMode))
+			c.chunkEvent = &seq
 		}
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	return c, nil
+}
+
+// spanSequence parses raw into a span condition sequence; nil when raw is empty.
+func spanSequence(parser *ottl.Parser[*ottlspan.TransformContext], raw []string, set component.TelemetrySettings, mode ottlspan.ConditionSequenceOption) (*ottl.ConditionSequence[*ottlspan.TransformContext], error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	conds, err := parser.ParseConditions(raw)
+	if err != nil {
+		return nil, err
+	}
+	seq := ottlspan.NewConditionSequence(conds, set, mode)
+	return &seq, nil
 }

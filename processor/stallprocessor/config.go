@@ -7,7 +7,7 @@ import (
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/ottl"
 	"go.opentelemetry.io/collector/component"
-	"go.opentelemetry.io/collector/component/componenttest"
+	"go.uber.org/zap"
 
 	"github.com/streamstall/streamstall/internal/semconv"
 )
@@ -84,7 +84,7 @@ func (cfg *Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("error_mode: unknown error mode %q (want ignore, propagate or silent)", cfg.ErrorMode))
 	}
-	if _, err := compileConditions(cfg, componenttest.NewNopTelemetrySettings()); err != nil {
+	if _, err := compileConditions(cfg, component.TelemetrySettings{Logger: zap.NewNop()}); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -95,7 +95,7 @@ func (p *stallProcessor) checkCarried(span ptrace.Span, hasStallEvents bool, tal
 // when chunk_events::conditions are configured.
 func (p *stallProcessor) collectChunkTimes(ctx context.Context, s *scratch, rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, span ptrace.Span) (hasStallEvents bool, err error) {
 	c := timeCollector{times: s.chunkTimes[:0]}
-	if len(p.conditions.chunkEvent) == 0 && !p.dropChunks {
+	if p.conditions.chunkEvent == nil && !p.dropChunks {
 		hasStallEvents = p.collectByName(&c, span.Events())
 	} else {
 		hasStallEvents, err = p.collectSelected(ctx, &c, s, rs, ss, span)
@@ -124,9 +124,9 @@ func (p *stallProcessor) collectSelected(ctx context.Context, c *timeCollector, 
 		ev := events.At(i)
 		name := ev.Name()
 		isChunk := p.chunkNames.contains(name)
-		if isChunk && len(p.conditions.chunkEvent) > 0 {
+		if isChunk && p.conditions.chunkEvent != nil {
 			tCtx := ottlspanevent.NewTransformContext(rs, ss, span, ev, ottlspanevent.WithEventIndex(int64(i)))
-			isChunk, err = p.conditions.chunkEvent.eval(ctx, tCtx, p.handleError)
+			isChunk, err = p.conditions.chunkEvent.Eval(ctx, tCtx)
 			tCtx.Close()
 			if err != nil {
 				return false, err

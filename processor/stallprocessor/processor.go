@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/ottl"
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/ottl/contexts/ottlspan"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor"
@@ -25,7 +24,6 @@ type stallProcessor struct {
 	maxStallEvents int
 	dropChunks     bool
 	inferOutcome   bool
-	errorMode      ottl.ErrorMode
 	// scratch holds per-batch buffers: ConsumeTraces may run concurrently,
 	// and reusing buffers keeps the per-event cost allocation-free.
 	scratch sync.Pool
@@ -64,7 +62,6 @@ func newStallProcessor(set processor.Settings, cfg *Config) (*stallProcessor, er
 		maxStallEvents: cfg.MaxStallEvents,
 		dropChunks:     cfg.DropChunkEvents,
 		inferOutcome:   cfg.InferHedgeOutcome,
-		errorMode:      cfg.ErrorMode,
 		scratch:        sync.Pool{New: func() any { return &scratch{} }},
 	}, nil
 }
@@ -109,12 +106,12 @@ func (p *stallProcessor) processBatch(ctx context.Context, td ptrace.Traces, s *
 // the hedge-loser verdict, and the record for outcome inference.
 func (p *stallProcessor) processSpan(ctx context.Context, s *scratch, tally *batchTally, rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, span ptrace.Span) error {
 	var tCtx *ottlspan.TransformContext
-	if len(p.conditions.spans) > 0 || len(p.conditions.losers) > 0 {
+	if p.conditions.spans != nil || p.conditions.losers != nil {
 		tCtx = ottlspan.NewTransformContext(rs, ss, span)
 		defer tCtx.Close()
 	}
-	if len(p.conditions.spans) > 0 {
-		examined, err := p.conditions.spans.eval(ctx, tCtx, p.handleError)
+	if p.conditions.spans != nil {
+		examined, err := p.conditions.spans.Eval(ctx, tCtx)
 		if err != nil || !examined {
 			return err
 		}
@@ -131,8 +128,8 @@ func (p *stallProcessor) processSpan(ctx context.Context, s *scratch, tally *bat
 		outcome, hasOutcome = v.Str(), true
 	}
 	loser := outcome == semconv.HedgeOutcomeLoser
-	if !loser && len(p.conditions.losers) > 0 {
-		if loser, err = p.conditions.losers.eval(ctx, tCtx, p.handleError); err != nil {
+	if !loser && p.conditions.losers != nil {
+		if loser, err = p.conditions.losers.Eval(ctx, tCtx); err != nil {
 			return err
 		}
 	}
@@ -147,20 +144,6 @@ func (p *stallProcessor) processSpan(ctx context.Context, s *scratch, tally *bat
 		}
 	}
 	return nil
-}
-
-// handleError is the one place where OTTL errors meet error_mode: ignore
-// logs and goes on, silent goes on, propagate returns the error.
-func (p *stallProcessor) handleError(err error) error {
-	switch p.errorMode {
-	case ottl.IgnoreError:
-		p.logger.Warn("failed to evaluate an ottl condition, treating it as false", zap.Error(err))
-		return nil
-	case ottl.SilentError:
-		return nil
-	default:
-		return err
-	}
 }
 
 func (p *stallProcessor) shutdown(context.Context) error {

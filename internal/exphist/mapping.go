@@ -1,6 +1,4 @@
-// Package expohisto keeps latency distributions as DDSketches whose buckets
-// are, one for one, the buckets of an OTLP exponential histogram.
-package expohisto // import "github.com/streamstall/streamstall/connector/stallmetricsconnector/internal/expohisto"
+package exphist
 
 import (
 	"errors"
@@ -26,7 +24,7 @@ var errAccuracy = errors.New("must be in (0, 1)")
 // Accuracy is the relative accuracy (gamma-1)/(gamma+1) of the scale, where
 // gamma = 2^(2^-scale) is the ratio of two consecutive bucket bounds.
 func Accuracy(scale int32) float64 {
-	gamma := math.Exp2(math.Ldexp(1, -int(scale)))
+	gamma := base(scale)
 	return (gamma - 1) / (gamma + 1)
 }
 
@@ -67,13 +65,16 @@ func NewMapping(scale int32) (*Mapping, error) {
 	if scale < MinScale || scale > MaxScale {
 		return nil, fmt.Errorf("scale %d out of [%d, %d]", scale, MinScale, MaxScale)
 	}
-	gamma := math.Exp2(math.Ldexp(1, -int(scale)))
-	lm, err := mapping.NewLogarithmicMappingWithGamma(gamma, 0)
+	lm, err := mapping.NewLogarithmicMappingWithGamma(base(scale), 0)
 	if err != nil {
 		return nil, fmt.Errorf("logarithmic mapping for scale %d: %w", scale, err)
 	}
 	return &Mapping{LogarithmicMapping: lm, scale: scale, log2Scaled: math.Ldexp(1/math.Ln2, int(scale))}, nil
 }
+
+// base is the ratio 2^(2^-scale) of two consecutive bucket bounds at scale:
+// OTLP's base, DDSketch's gamma.
+func base(scale int32) float64 { return math.Exp2(math.Ldexp(1, -int(scale))) }
 
 // Scale is the OTLP scale of the mapping.
 func (m *Mapping) Scale() int32 { return m.scale }

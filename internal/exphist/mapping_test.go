@@ -1,4 +1,4 @@
-package expohisto
+package exphist
 
 import (
 	"math"

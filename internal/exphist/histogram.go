@@ -1,4 +1,4 @@
-package expohisto // import "github.com/streamstall/streamstall/connector/stallmetricsconnector/internal/expohisto"
+package exphist
 
 import (
 	"errors"
