@@ -28,11 +28,25 @@ service:
 // reports ready. The merge replaces service.extensions, so extensions the
 // config defines are enabled by naming them here.
 func StartCollector(ctx context.Context, bin, dir, config string, extensions ...string) (*Process, error) {
-	health, err := FreePort()
+	main, err := WriteFile(dir, "otelcol.yaml", config)
 	if err != nil {
 		return nil, err
 	}
-	main, err := WriteFile(dir, "otelcol.yaml", config)
+	return startCollector(ctx, bin, dir, []string{main}, extensions)
+}
+
+// StartCollectorFiles runs the ocb-built collector bin with the config
+// files in order (later ones merge over earlier ones, as the collector
+// merges every --config), plus a health_check config written into dir; it
+// returns once the collector reports ready. Tests use it to run a config of
+// examples/ as it is, with an override that only moves its endpoints to
+// loopback ports.
+func StartCollectorFiles(ctx context.Context, bin, dir string, files ...string) (*Process, error) {
+	return startCollector(ctx, bin, dir, files, nil)
+}
+
+func startCollector(ctx context.Context, bin, dir string, files, extensions []string) (*Process, error) {
+	health, err := FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -40,7 +54,11 @@ func StartCollector(ctx context.Context, bin, dir, config string, extensions ...
 	if err != nil {
 		return nil, err
 	}
-	p, err := Start("otelcol-streamstall", bin, "--config", main, "--config", extra)
+	var args []string
+	for _, f := range append(files, extra) {
+		args = append(args, "--config", f)
+	}
+	p, err := Start("otelcol-streamstall", bin, args...)
 	if err != nil {
 		return nil, err
 	}
