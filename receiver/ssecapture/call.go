@@ -71,6 +71,7 @@ type call struct {
 	readErr   error
 	errType   string
 	parseErr  error
+	oversized int64 // SSE events skipped for their size
 }
 
 func newCall(p *proxy, r *http.Request, shape llmstream.Shape, body []byte) *call {
@@ -217,7 +218,6 @@ type sseTee struct {
 	batch  []byte     // the bytes of the reads not parsed yet, back to back
 	reads  []readMark // where each of those reads ends in batch, and when it arrived
 	at     int64      // arrival of the read being parsed
-	broken bool
 }
 
 type readMark struct {
@@ -238,7 +238,7 @@ func (b *sseTee) Read(p []byte) (int, error) {
 		b.parseBatch()
 	}
 	n, err := b.rc.Read(p)
-	if n > 0 && !b.broken {
+	if n > 0 {
 		b.batch = append(b.batch, p[:n]...)
 		b.reads = append(b.reads, readMark{end: len(b.batch), at: b.c.p.clock.Now().UnixNano()})
 	}
@@ -256,20 +256,18 @@ func (b *sseTee) Close() error {
 	return b.rc.Close()
 }
 
+// parseBatch parses the reads gathered so far. An event over the parser's
+// size limit is skipped (and counted): the bytes still flow to the client,
+// and the frames after it are parsed as usual.
 func (b *sseTee) parseBatch() {
 	start := 0
 	for _, r := range b.reads {
-		if b.broken {
-			break
-		}
 		b.at = r.at
-		if err := b.parser.Feed(b.batch[start:r.end]); err != nil {
-			// Telemetry gives up on this stream; the bytes still flow.
-			b.broken, b.c.parseErr = true, err
-		}
+		b.parser.Feed(b.batch[start:r.end])
 		start = r.end
 	}
 	b.batch, b.reads = b.batch[:0], b.reads[:0]
+	b.c.oversized = b.parser.Oversized()
 }
 
 func (b *sseTee) onEvent(ev *sse.Event) {
@@ -411,6 +409,9 @@ func (c *call) fillSpan(span ptrace.Span, end int64) {
 	attrs.PutInt(semconv.AttrServerPort, c.p.serverPort)
 	if c.status != 0 {
 		attrs.PutInt(semconv.AttrHTTPStatusCode, int64(c.status))
+	}
+	if c.oversized > 0 {
+		attrs.PutInt(semconv.AttrOversizedFrames, c.oversized)
 	}
 	c.hedge.Range(func(k string, v pcommon.Value) bool {
 		v.CopyTo(attrs.PutEmpty(k))
