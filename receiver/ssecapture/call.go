@@ -22,6 +22,7 @@ import (
 	"github.com/streamstall/streamstall/internal/llmstream"
 	"github.com/streamstall/streamstall/internal/semconv"
 	"github.com/streamstall/streamstall/internal/sse"
+	"github.com/streamstall/streamstall/internal/truncate"
 	"github.com/streamstall/streamstall/receiver/ssecapture/internal/metadata"
 )
 
@@ -38,6 +39,14 @@ const (
 	errTypeUpstreamUnreachable = "upstream_unreachable"
 	errTypeUpstreamTimeout     = "upstream_timeout"
 )
+
+// maxHedgeAttributes bounds the llm.hedge.* baggage entries recorded per
+// span (the hedging client sets six); more are ignored.
+const maxHedgeAttributes = 16
+
+// maxFinishReasons bounds the finish reasons recorded per span: one per
+// choice, and providers cap choices at 128.
+const maxFinishReasons = 128
 
 // maxResponseCapture bounds the bytes of a non-streaming response kept to
 // read its usage and ids; beyond it the metadata is skipped, never the bytes.
@@ -78,6 +87,7 @@ func newCall(p *proxy, r *http.Request, shape llmstream.Shape, body []byte) *cal
 	c := &call{p: p, ctx: r.Context(), shape: shape, start: p.clock.Now().UnixNano(), hedge: pcommon.NewMap()}
 	if req, err := llmstream.ParseRequest(body); err == nil {
 		c.req = req
+		c.req.Model = c.capValue(req.Model)
 	}
 	inbound := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), propagation.HeaderCarrier(r.Header)))
 	cfg := trace.SpanContextConfig{TraceFlags: trace.FlagsSampled, SpanID: newSpanID()}
@@ -125,8 +135,12 @@ func (c *call) readHedgeBaggage(headers []string) {
 			continue
 		}
 		for _, m := range bag.Members() {
-			key, value := m.Key(), m.Value()
-			if !strings.HasPrefix(key, "llm.hedge.") {
+			key, value := m.Key(), c.capValue(m.Value())
+			if !strings.HasPrefix(key, "llm.hedge.") || len(key) > c.p.cfg.MaxAttributeValueLength {
+				continue
+			}
+			if _, seen := c.hedge.Get(key); !seen && c.hedge.Len() >= maxHedgeAttributes {
+				c.p.logger.Debug("ignoring hedge baggage past the limit", zap.Int("limit", maxHedgeAttributes))
 				continue
 			}
 			switch key {
@@ -181,8 +195,32 @@ func (c *call) failed(status int, errType string) {
 
 func (c *call) cancelled() { c.errType = errTypeCancelled }
 
+// capValue bounds a string taken from a request or response before it
+// becomes an attribute or part of the span name.
+func (c *call) capValue(s string) string {
+	return truncate.UTF8(s, c.p.cfg.MaxAttributeValueLength)
+}
+
+// merge adds what a frame or a response body says about the response,
+// every value bounded: the span keeps what it records, and no more.
+func (c *call) merge(m *llmstream.Meta) {
+	reasons := len(c.meta.FinishReasons)
+	c.meta.Merge(m)
+	c.meta.ResponseID = c.capValue(c.meta.ResponseID)
+	c.meta.ResponseModel = c.capValue(c.meta.ResponseModel)
+	c.meta.ErrorType = c.capValue(c.meta.ErrorType)
+	c.meta.ErrorMessage = "" // never recorded: it may echo the request
+	if len(c.meta.FinishReasons) > maxFinishReasons {
+		clear(c.meta.FinishReasons[maxFinishReasons:])
+		c.meta.FinishReasons = c.meta.FinishReasons[:maxFinishReasons]
+	}
+	for i := reasons; i < len(c.meta.FinishReasons); i++ {
+		c.meta.FinishReasons[i] = c.capValue(c.meta.FinishReasons[i])
+	}
+}
+
 func (c *call) onFrame(f *llmstream.Frame, at int64) {
-	c.meta.Merge(&f.Meta)
+	c.merge(&f.Meta)
 	switch f.Kind {
 	case llmstream.KindContent:
 		c.chunks = append(c.chunks, frameEvent{at: at, kind: f.ChunkKind})
@@ -192,7 +230,7 @@ func (c *call) onFrame(f *llmstream.Frame, at int64) {
 	case llmstream.KindError:
 		c.terminal = true
 		if c.errType == "" {
-			c.errType = f.Meta.ErrorType
+			c.errType = c.capValue(f.Meta.ErrorType)
 		}
 	}
 	if c.p.cfg.RecordKeepalives {
@@ -310,7 +348,7 @@ func (b *jsonTee) Read(p []byte) (int, error) {
 func (b *jsonTee) Close() error {
 	if b.c.eof && !b.over && b.buf.Len() > 0 {
 		if m, err := llmstream.ParseResponse(b.c.shape, b.buf.Bytes()); err == nil {
-			b.c.meta.Merge(&m)
+			b.c.merge(&m)
 		}
 	}
 	b.buf = bytes.Buffer{}

@@ -37,6 +37,11 @@ type ProxyConfig struct {
 	// QueueSize bounds the spans waiting for the next consumer; when it is
 	// full, spans are dropped and counted, and streams are never slowed.
 	QueueSize int `mapstructure:"queue_size"`
+	// MaxAttributeValueLength bounds, in bytes, every string the proxy
+	// records from a request or response (model names, response ids,
+	// finish reasons, error types, llm.hedge.* baggage): longer ones are
+	// cut on a UTF-8 character boundary.
+	MaxAttributeValueLength int `mapstructure:"max_attribute_value_length"`
 
 	_ struct{}
 }
@@ -91,6 +96,9 @@ func (p *ProxyConfig) validate() error {
 	}
 	if p.QueueSize <= 0 {
 		errs = append(errs, fmt.Errorf("proxy: queue_size %w", errPositive))
+	}
+	if p.MaxAttributeValueLength <= 0 {
+		errs = append(errs, fmt.Errorf("proxy: max_attribute_value_length %w", errPositive))
 	}
 	return errors.Join(errs...)
 }

@@ -111,3 +111,19 @@ func TestParseUpstream(t *testing.T) {
 	assert.Equal(t, "127.0.0.1", addr)
 	assert.Equal(t, int64(8080), port)
 }
+
+func TestLoadConfigProxyBounds(t *testing.T) {
+	cfg, err := loadConfig(t, "")
+	require.NoError(t, err)
+	p := cfg.Proxy.Get()
+	assert.Equal(t, 256, p.MaxAttributeValueLength)
+
+	cfg, err = loadConfig(t, "proxy_bounds")
+	require.NoError(t, err)
+	p = cfg.Proxy.Get()
+	assert.Equal(t, 1024, p.MaxAttributeValueLength)
+
+	_, err = loadConfig(t, "bad_proxy_bounds")
+	require.ErrorIs(t, err, errPositive)
+	assert.ErrorContains(t, err, "proxy: max_attribute_value_length must be positive")
+}

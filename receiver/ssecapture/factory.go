@@ -23,6 +23,14 @@ const (
 	defaultUpstreamIdleConns  = 1000
 )
 
+// Defaults of the proxy's bounds on hostile input.
+const (
+	// Model names, response ids and finish reasons are identifiers of tens
+	// of bytes; 256 keeps every real one whole while bounding what a hostile
+	// body can make a span, and each metric series built from it, carry.
+	defaultMaxAttributeValueLength = 256
+)
+
 // NewFactory returns the factory of the sse_capture receiver.
 func NewFactory() receiver.Factory {
 	return receiver.NewFactory(
@@ -53,6 +61,8 @@ func createDefaultConfig() component.Config {
 			Upstream:       upstream,
 			MaxRequestBody: defaultProxyMaxBody,
 			QueueSize:      defaultQueueSize,
+
+			MaxAttributeValueLength: defaultMaxAttributeValueLength,
 		}),
 		Ingest: configoptional.Default(IngestConfig{
 			ServerConfig:       ingest,
