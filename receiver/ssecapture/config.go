@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/config/confighttp"
@@ -42,6 +43,12 @@ type ProxyConfig struct {
 	// finish reasons, error types, llm.hedge.* baggage): longer ones are
 	// cut on a UTF-8 character boundary.
 	MaxAttributeValueLength int `mapstructure:"max_attribute_value_length"`
+	// AuthHeader names the request header the listener's authenticator
+	// (auth) reads, e.g. bearertokenauth's `header`. The proxy removes it
+	// before the request goes upstream, so the collector's own credential
+	// never reaches the provider. Required when auth is set: the proxy
+	// cannot learn it from the extension.
+	AuthHeader string `mapstructure:"auth_header"`
 
 	_ struct{}
 }
@@ -67,6 +74,11 @@ var (
 	errPositive                             = errors.New("must be positive")
 	errUpstreamNotAbsURL                    = errors.New("proxy: upstream.endpoint must be an absolute http or https URL")
 	errUpstreamHasQueries                   = errors.New("proxy: upstream.endpoint must not carry a query or fragment")
+	errAuthHeaderRequired                   = errors.New("proxy: auth is set, so auth_header must name the request header its " +
+		"authenticator reads (for bearertokenauth, its `header` setting, Authorization by default); " +
+		"the proxy removes that header before forwarding, so the collector's credential never reaches the upstream")
+	errAuthHeaderWithoutAuth = errors.New("proxy: auth_header is set but auth is not")
+	errAuthHeaderInvalid     = errors.New("proxy: auth_header is not a valid header name")
 )
 
 // Validate checks the configuration.
@@ -100,6 +112,14 @@ func (p *ProxyConfig) validate() error {
 	if p.MaxAttributeValueLength <= 0 {
 		errs = append(errs, fmt.Errorf("proxy: max_attribute_value_length %w", errPositive))
 	}
+	switch {
+	case p.Auth.HasValue() && p.AuthHeader == "":
+		errs = append(errs, errAuthHeaderRequired)
+	case !p.Auth.HasValue() && p.AuthHeader != "":
+		errs = append(errs, errAuthHeaderWithoutAuth)
+	case p.AuthHeader != "" && !isToken(p.AuthHeader):
+		errs = append(errs, errAuthHeaderInvalid)
+	}
 	return errors.Join(errs...)
 }
 
@@ -129,4 +149,14 @@ func parseUpstream(endpoint string) (*url.URL, error) {
 		return nil, errUpstreamHasQueries
 	}
 	return u, nil
+}
+
+// isToken reports whether s is an HTTP field name (RFC 9110 token).
+func isToken(s string) bool {
+	for _, c := range []byte(s) {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return s != ""
 }

@@ -2,6 +2,7 @@ package ssecapture
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -126,4 +127,21 @@ func TestLoadConfigProxyBounds(t *testing.T) {
 	_, err = loadConfig(t, "bad_proxy_bounds")
 	require.ErrorIs(t, err, errPositive)
 	assert.ErrorContains(t, err, "proxy: max_attribute_value_length must be positive")
+}
+
+// TestExampleWithAuth: the proxy section of the auth example is valid and
+// names the header its authenticator reads.
+func TestExampleWithAuth(t *testing.T) {
+	cm, err := confmaptest.LoadConf(filepath.Join("..", "..", "examples", "anthropic-proxy-with-auth.yaml"))
+	require.NoError(t, err)
+	sub, err := cm.Sub("receivers::sse_capture")
+	require.NoError(t, err)
+	cfg := NewFactory().CreateDefaultConfig()
+	require.NoError(t, sub.Unmarshal(cfg))
+	require.NoError(t, confmap.Validate(cfg))
+	p := cfg.(*Config).Proxy.Get()
+	ext, err := cm.Sub("extensions::bearertokenauth/proxy")
+	require.NoError(t, err)
+	assert.Equal(t, ext.Get("header"), p.AuthHeader, "auth_header is the header the authenticator reads")
+	assert.NotEqual(t, "authorization", strings.ToLower(p.AuthHeader), "the client's provider key keeps Authorization")
 }

@@ -157,10 +157,15 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 // rewrite pins the upstream: neither an absolute-form request URI nor a Host
 // header can choose where a request goes. Inbound X-Forwarded-* headers are
 // dropped (Rewrite does that) and none are added: the upstream is a third
-// party that has no use for the addresses of our clients.
+// party that has no use for the addresses of our clients. The header the
+// listener's authenticator read stays here: it is the collector's
+// credential, not the provider's.
 func (p *proxy) rewrite(pr *httputil.ProxyRequest) {
 	pr.SetURL(p.upstream)
 	pr.Out.Host = ""
+	if p.cfg.AuthHeader != "" {
+		pr.Out.Header.Del(p.cfg.AuthHeader)
+	}
 	// An SSE stream must be readable as it arrives: ask for it uncompressed.
 	pr.Out.Header.Set("Accept-Encoding", "identity")
 	if c, ok := pr.In.Context().Value(callKey{}).(*call); ok {
