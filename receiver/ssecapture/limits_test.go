@@ -1,10 +1,15 @@
 package ssecapture
 
 import (
+	"bufio"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
@@ -143,4 +148,98 @@ func TestProxyBoundsFinishReasons(t *testing.T) {
 	span := f.spans(t, 1)[0]
 	assert.Equal(t, maxFinishReasons, attr(t, span, semconv.AttrResponseFinishReasons).Slice().Len())
 	assert.Len(t, chunkTimes(span), 3*maxFinishReasons, "every chunk is still counted")
+}
+
+// rawRequest sends target exactly as given (no client-side cleaning) and
+// returns the status and body of the answer.
+func rawRequest(t *testing.T, addr, method, target, body string) (int, string) {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", addr, testTimeout)
+	require.NoError(t, err)
+	defer func() { _ = conn.Close() }()
+	require.NoError(t, conn.SetDeadline(time.Now().Add(testTimeout)))
+	_, err = fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
+		method, target, addr, len(body), body)
+	require.NoError(t, err)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	require.NoError(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestProxyPathStaysUnderPrefix: with an upstream under a path prefix, a
+// request whose path leaves it, after percent-decoding and cleaning, gets 400
+// and is not forwarded; legitimate paths, encoded characters included, are
+// forwarded as they came.
+func TestProxyPathStaysUnderPrefix(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	upstream := newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.RequestURI)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"id":"x","choices":[{"message":{"content":"a"},"finish_reason":"stop"}]}`))
+	}))
+	f := newFixture(t, nil, withProxy(func(p *ProxyConfig) { p.Upstream.Endpoint = upstream + "/openai" }))
+	addr := f.rcv.addrs["proxy"].String()
+
+	for _, target := range []string{
+		"/../admin",
+		"/v1/../../admin",
+		"/v1/%2e%2e/%2e%2e/admin",
+		"/v1/%2E%2E/%2e%2E/admin",
+		"/v1/..%2f..%2fadmin",
+		"/v1/%252e%252e/%252e%252e/admin",
+		"/v1/%25252e%25252e/%25252e%25252e/admin",
+		"/v1/..\\..\\admin",
+		"/v1/..%5c..%5cadmin",
+		"/..",
+		"/../openai-admin/x",
+		"/v1/chat/%2e%2e/%2e%2e/%2e%2e/admin/chat/completions",
+		"/v1/%252525252e", // still encoded after the rounds the check peels off
+	} {
+		t.Run(target, func(t *testing.T) {
+			status, body := rawRequest(t, addr, http.MethodPost, target, shapes[0].body)
+			assert.Equal(t, http.StatusBadRequest, status)
+			assert.JSONEq(t, `{"type":"error","error":{"type":"bad_request","message":"the request path leaves the upstream's path"}}`, body)
+		})
+	}
+	mu.Lock()
+	assert.Empty(t, seen, "nothing was forwarded")
+	mu.Unlock()
+
+	for _, tc := range []struct{ method, target, upstream string }{
+		{http.MethodPost, "/v1/chat/completions", "/openai/v1/chat/completions"},
+		{http.MethodGet, "/v1/models/ft%3Agpt-4o%3Aacme%3A1", "/openai/v1/models/ft%3Agpt-4o%3Aacme%3A1"},
+		{http.MethodGet, "/v1/files/a%20b%2Fc", "/openai/v1/files/a%20b%2Fc"},
+		{http.MethodGet, "/v1/files/a..b", "/openai/v1/files/a..b"},
+		{http.MethodGet, "/v1/./models/../models", "/openai/v1/./models/../models"},
+		{http.MethodGet, "/v1/files/100%25", "/openai/v1/files/100%25"},
+		{http.MethodGet, "/", "/openai/"},
+	} {
+		t.Run(tc.target, func(t *testing.T) {
+			status, body := rawRequest(t, addr, tc.method, tc.target, "")
+			assert.Equal(t, http.StatusOK, status, body)
+			mu.Lock()
+			defer mu.Unlock()
+			require.NotEmpty(t, seen)
+			assert.Equal(t, tc.upstream, seen[len(seen)-1])
+		})
+	}
+}
+
+// TestProxyPathAtRoot: an upstream without a path prefix leaves nothing to
+// escape from; requests are forwarded as they came.
+func TestProxyPathAtRoot(t *testing.T) {
+	seen := make(chan string, 1)
+	upstream := newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.RequestURI
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	f := newFixture(t, nil, withProxy(func(p *ProxyConfig) { p.Upstream.Endpoint = upstream }))
+	status, _ := rawRequest(t, f.rcv.addrs["proxy"].String(), http.MethodGet, "/x/../v1/models", "")
+	assert.Equal(t, http.StatusNoContent, status)
+	assert.Equal(t, "/x/../v1/models", <-seen)
 }

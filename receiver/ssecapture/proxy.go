@@ -11,7 +11,9 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"path"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,6 +34,7 @@ type proxy struct {
 	cfg           *ProxyConfig
 	service       string // service.name of every span's resource
 	upstream      *url.URL
+	prefix        string // the upstream's path, cleaned: "/" or "/openai"
 	serverAddress string
 	serverPort    int64
 	clock         clockwork.Clock
@@ -65,6 +68,7 @@ func newProxy(ctx context.Context, cfg *ProxyConfig, service string, set compone
 		service: service,
 		cfg:     cfg, upstream: upstream, clock: clock, queue: queue, telemetry: tb, logger: set.Logger,
 	}
+	p.prefix = path.Clean("/" + upstream.Path)
 	p.serverAddress, p.serverPort = serverAddressPort(upstream)
 	errorLog, err := zap.NewStdLogAt(set.Logger, zapcore.DebugLevel)
 	if err != nil {
@@ -107,6 +111,11 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.logger.Debug("cannot clear the write deadline", zap.Error(err))
 	}
 
+	if !p.staysUnderPrefix(r.URL) {
+		writeJSONError(w, http.StatusBadRequest, "bad_request", "the request path leaves the upstream's path")
+		return
+	}
+
 	body, err := readBody(r, p.cfg.MaxRequestBody)
 	if err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
@@ -130,6 +139,36 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer c.finish() // also when ReverseProxy aborts the handler with http.ErrAbortHandler
 	ctx := context.WithValue(r.Context(), callKey{}, c)
 	p.rp.ServeHTTP(w, r.WithContext(c.outgoingContext(ctx)))
+}
+
+// maxPathDecodings bounds how many layers of percent-encoding are peeled off
+// a request path to check it: an upstream (or a gateway in front of it) may
+// decode more than once.
+const maxPathDecodings = 3
+
+// staysUnderPrefix reports whether the request path, joined to the
+// upstream's path prefix, stays under that prefix however it is read: as
+// sent, and after each of up to maxPathDecodings rounds of percent-decoding,
+// with backslashes taken as slashes and dot segments resolved. The request
+// is forwarded as it came, but only when every reading stays under.
+func (p *proxy) staysUnderPrefix(u *url.URL) bool {
+	if p.prefix == "/" {
+		return true // nothing is above the root
+	}
+	v := u.EscapedPath()
+	for range maxPathDecodings + 1 {
+		joined := path.Clean(p.prefix + "/" + strings.ReplaceAll(v, `\`, "/"))
+		if joined != p.prefix && !strings.HasPrefix(joined, p.prefix+"/") {
+			return false
+		}
+		next, err := url.PathUnescape(v)
+		if err != nil || next == v {
+			return true
+		}
+		v = next
+	}
+	// Still encoded after that many rounds: no legitimate path is.
+	return false
 }
 
 // readBody buffers the request body (so the model can be read without
