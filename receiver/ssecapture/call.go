@@ -38,6 +38,9 @@ const (
 	errTypeTruncated           = "stream_truncated"
 	errTypeUpstreamUnreachable = "upstream_unreachable"
 	errTypeUpstreamTimeout     = "upstream_timeout"
+	// errTypeShutdown: the stream was still open when the receiver's
+	// shutdown_timeout ran out; the proxy ended it.
+	errTypeShutdown = "shutdown"
 )
 
 // maxHedgeAttributes bounds the llm.hedge.* baggage entries recorded per
@@ -371,6 +374,8 @@ func (c *call) outcome() string {
 	switch {
 	case complete:
 		return ""
+	case c.p.stopped():
+		return errTypeShutdown
 	case c.ctx.Err() != nil, errors.Is(c.readErr, context.Canceled), c.readErr == nil && !c.eof:
 		// Without a read error or an end of body, the copy stopped on the
 		// client's side.
@@ -489,6 +494,8 @@ func statusMessage(errType string, status int) string {
 		return "upstream unreachable"
 	case errTypeUpstreamTimeout:
 		return "upstream did not answer in time"
+	case errTypeShutdown:
+		return "the collector shut down before the response ended"
 	}
 	if status >= 400 {
 		return fmt.Sprintf("upstream answered %d", status)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/config/confighttp"
@@ -49,6 +50,10 @@ type ProxyConfig struct {
 	// never reaches the provider. Required when auth is set: the proxy
 	// cannot learn it from the extension.
 	AuthHeader string `mapstructure:"auth_header"`
+	// ShutdownTimeout bounds how long Shutdown waits for streams in flight
+	// to end on their own; streams still open then are ended, and their
+	// spans are exported with error.type=shutdown. Zero ends them at once.
+	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout"`
 
 	_ struct{}
 }
@@ -77,8 +82,9 @@ var (
 	errAuthHeaderRequired                   = errors.New("proxy: auth is set, so auth_header must name the request header its " +
 		"authenticator reads (for bearertokenauth, its `header` setting, Authorization by default); " +
 		"the proxy removes that header before forwarding, so the collector's credential never reaches the upstream")
-	errAuthHeaderWithoutAuth = errors.New("proxy: auth_header is set but auth is not")
-	errAuthHeaderInvalid     = errors.New("proxy: auth_header is not a valid header name")
+	errAuthHeaderWithoutAuth   = errors.New("proxy: auth_header is set but auth is not")
+	errAuthHeaderInvalid       = errors.New("proxy: auth_header is not a valid header name")
+	errNegativeShutdownTimeout = errors.New("proxy: shutdown_timeout must not be negative")
 )
 
 // Validate checks the configuration.
@@ -111,6 +117,9 @@ func (p *ProxyConfig) validate() error {
 	}
 	if p.MaxAttributeValueLength <= 0 {
 		errs = append(errs, fmt.Errorf("proxy: max_attribute_value_length %w", errPositive))
+	}
+	if p.ShutdownTimeout < 0 {
+		errs = append(errs, errNegativeShutdownTimeout)
 	}
 	switch {
 	case p.Auth.HasValue() && p.AuthHeader == "":

@@ -118,15 +118,19 @@ func TestLoadConfigProxyBounds(t *testing.T) {
 	require.NoError(t, err)
 	p := cfg.Proxy.Get()
 	assert.Equal(t, 256, p.MaxAttributeValueLength)
+	assert.Equal(t, 20*time.Second, p.ShutdownTimeout, "under Kubernetes' 30 s grace period")
+	assert.Empty(t, p.AuthHeader)
 
 	cfg, err = loadConfig(t, "proxy_bounds")
 	require.NoError(t, err)
 	p = cfg.Proxy.Get()
 	assert.Equal(t, 1024, p.MaxAttributeValueLength)
+	assert.Equal(t, 5*time.Second, p.ShutdownTimeout)
 
 	_, err = loadConfig(t, "bad_proxy_bounds")
 	require.ErrorIs(t, err, errPositive)
 	assert.ErrorContains(t, err, "proxy: max_attribute_value_length must be positive")
+	require.ErrorIs(t, err, errNegativeShutdownTimeout)
 }
 
 // TestExampleWithAuth: the proxy section of the auth example is valid and

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -43,6 +44,11 @@ type proxy struct {
 	logger        *zap.Logger
 	rp            *httputil.ReverseProxy
 	inflight      sync.WaitGroup
+	active        atomic.Int64 // requests in flight, for the shutdown log
+	// stopCtx is cancelled when the streams still in flight at shutdown
+	// are to be ended.
+	stopCtx context.Context
+	stop    context.CancelFunc
 }
 
 type callKey struct{}
@@ -68,6 +74,7 @@ func newProxy(ctx context.Context, cfg *ProxyConfig, service string, set compone
 		service: service,
 		cfg:     cfg, upstream: upstream, clock: clock, queue: queue, telemetry: tb, logger: set.Logger,
 	}
+	p.stopCtx, p.stop = context.WithCancel(context.Background())
 	p.prefix = path.Clean("/" + upstream.Path)
 	p.serverAddress, p.serverPort = serverAddressPort(upstream)
 	errorLog, err := zap.NewStdLogAt(set.Logger, zapcore.DebugLevel)
@@ -100,9 +107,23 @@ func serverAddressPort(u *url.URL) (string, int64) {
 // wait blocks until every request being proxied has finished.
 func (p *proxy) wait() { p.inflight.Wait() }
 
+func (p *proxy) inflightCount() int64 { return p.active.Load() }
+
+// stopped reports whether the streams in flight were told to end.
+func (p *proxy) stopped() bool { return p.stopCtx.Err() != nil }
+
 func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.inflight.Add(1)
 	defer p.inflight.Done()
+	p.active.Add(1)
+	defer p.active.Add(-1)
+
+	// The request, and the upstream request made from it, also end when
+	// the streams in flight are stopped at shutdown.
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	defer context.AfterFunc(p.stopCtx, cancel)()
+	r = r.WithContext(ctx)
 
 	// Streams outlive any server write timeout; clear it for this request
 	// (the otelhttp and confighttp wrappers unwrap to the real connection).
@@ -137,7 +158,7 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	c := newCall(p, r, shape, body)
 	defer c.finish() // also when ReverseProxy aborts the handler with http.ErrAbortHandler
-	ctx := context.WithValue(r.Context(), callKey{}, c)
+	ctx = context.WithValue(r.Context(), callKey{}, c)
 	p.rp.ServeHTTP(w, r.WithContext(c.outgoingContext(ctx)))
 }
 
@@ -223,6 +244,14 @@ func (p *proxy) modifyResponse(resp *http.Response) error {
 // answer in time), in the error shape OpenAI and Anthropic clients parse.
 func (p *proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
 	c, _ := r.Context().Value(callKey{}).(*call)
+	if p.stopped() {
+		// Shutdown ended the request before the upstream answered.
+		if c != nil {
+			c.failed(http.StatusServiceUnavailable, errTypeShutdown)
+		}
+		writeJSONError(w, http.StatusServiceUnavailable, errTypeShutdown, "the collector is shutting down")
+		return
+	}
 	if r.Context().Err() != nil {
 		// The client went away first: nobody is left to answer.
 		if c != nil {
