@@ -22,6 +22,12 @@ const (
 	// AttrFrameKind says what a recorded non-content frame was, on
 	// llm.stream.keepalive events: keepalive, meta, done or error.
 	AttrFrameKind = "llm.stream.frame.kind"
+
+	// AttrOversizedFrames counts the SSE frames of a proxied stream that
+	// exceeded the parser's size limit: they reached the client untouched
+	// but were skipped by telemetry (int, present when not zero). It is not
+	// a figure: the proxy records it from what it saw.
+	AttrOversizedFrames = "llm.stream.oversized_frames"
 )
 
 // DefaultChunkEventNames are the chunk event names recognised by default.

@@ -19,9 +19,14 @@ import (
 // when MaxEventSize is zero: a hostile upstream cannot grow memory forever.
 const DefaultMaxEventSize = 8 << 20
 
-// ErrEventTooLarge is returned once an event or a line exceeds the size limit.
-// The parser stays in that state: the rest of the stream is not interpreted.
+// ErrEventTooLarge is returned by Reader.Next once an event or a line
+// exceeded the size limit; the Reader stays in that state. A Parser skips
+// such an event instead (see Parser.Oversized).
 var ErrEventTooLarge = errors.New("sse: event exceeds the size limit")
+
+// Buffers that grew past this while holding an oversized event are
+// released rather than kept for reuse.
+const keepBufferCap = 64 << 10
 
 // Event is one dispatched event, or one comment line when Comment is true.
 // Its slices alias the parser's buffers: copy what must outlive the callback
@@ -71,12 +76,18 @@ const (
 
 // Parser is an incremental event stream parser. The zero value is ready to
 // use; set Handler to receive events. Parser is not safe for concurrent use.
+//
+// An oversized event (a line longer than MaxEventSize, or data lines adding
+// up to more) is skipped, not fatal: the parser drops it, and everything up
+// to the next blank line, without buffering those bytes, counts it (see
+// Oversized), and parses on from there. Memory thus stays bounded by
+// MaxEventSize whatever the stream holds.
 type Parser struct {
 	// Handler is called once per dispatched event and once per comment line.
 	// The event and its slices are only valid during the call.
 	Handler func(ev *Event)
-	// MaxEventSize bounds the bytes buffered for one line or one event's data;
-	// zero means DefaultMaxEventSize.
+	// MaxEventSize bounds the bytes buffered for one line or one event's
+	// data; zero means DefaultMaxEventSize.
 	MaxEventSize int
 
 	offset  int64
@@ -90,42 +101,63 @@ type Parser struct {
 	retry   int64
 	retried bool
 	ev      Event
-	err     error
+
+	skipping  bool  // inside an oversized event: drop lines up to a blank one
+	skipMid   bool  // ... and the current line has bytes already
+	oversized int64 // events skipped for their size
 }
 
-// Feed parses p, calling Handler for each event and comment it completes.
-// It returns ErrEventTooLarge once the size limit was exceeded.
-func (p *Parser) Feed(b []byte) error {
-	for len(b) > 0 && p.err == nil {
+// Feed parses b, calling Handler for each event and comment it completes.
+func (p *Parser) Feed(b []byte) {
+	for len(b) > 0 {
 		n, d := p.next(b)
 		b = b[n:]
 		if d != dispatchNone && p.Handler != nil {
 			p.Handler(&p.ev)
 		}
 	}
-	return p.err
 }
 
-// Write implements io.Writer over Feed.
+// Write implements io.Writer over Feed; it never fails.
 func (p *Parser) Write(b []byte) (int, error) {
-	if err := p.Feed(b); err != nil {
-		return 0, err
-	}
+	p.Feed(b)
 	return len(b), nil
 }
 
 // Offset returns the number of bytes parsed so far.
 func (p *Parser) Offset() int64 { return p.offset }
 
-// Pending reports whether bytes of an unfinished line or event are buffered:
-// at the end of a stream, such an event is discarded as the standard says.
-func (p *Parser) Pending() bool { return len(p.partial) > 0 || len(p.data) > 0 }
+// Oversized returns the number of events skipped so far because they
+// exceeded MaxEventSize (one still being skipped included).
+func (p *Parser) Oversized() int64 { return p.oversized }
+
+// Pending reports whether an unfinished line or event is buffered (or being
+// skipped): at the end of a stream, such an event is discarded as the
+// standard says.
+func (p *Parser) Pending() bool { return len(p.partial) > 0 || len(p.data) > 0 || p.skipping }
 
 // Reset makes the parser ready for a new stream, keeping its buffers.
 func (p *Parser) Reset() {
 	p.offset, p.bomSeen, p.bomDone, p.skipLF = 0, 0, false, false
 	p.partial, p.evType, p.data, p.id = p.partial[:0], p.evType[:0], p.data[:0], p.id[:0]
-	p.retry, p.retried, p.err = -1, false, nil
+	p.retry, p.retried = -1, false
+	p.skipping, p.skipMid, p.oversized = false, false, 0
+}
+
+// skip drops the event being built and skips the rest of it, up to the next
+// blank line. mid says whether the line being read continues.
+func (p *Parser) skip(mid bool) {
+	p.oversized++
+	p.skipping, p.skipMid = true, mid
+	p.partial, p.data, p.evType = shrink(p.partial), shrink(p.data), shrink(p.evType)
+	p.retried = false
+}
+
+func shrink(b []byte) []byte {
+	if cap(b) > keepBufferCap {
+		return nil
+	}
+	return b[:0]
 }
 
 func (p *Parser) maxSize() int {
@@ -168,6 +200,47 @@ func (p *Parser) next(b []byte) (n int, d dispatch) {
 	if len(seg) == 0 {
 		return n, dispatchNone
 	}
+	end := lineEnd(seg)
+	if p.skipping {
+		if end < 0 {
+			p.skipMid = true
+			return len(b), dispatchNone
+		}
+		n += p.consumeEnd(seg, end)
+		if end == 0 && !p.skipMid {
+			// A blank line: the oversized event ends here.
+			p.skipping = false
+		}
+		p.skipMid = false
+		return n, dispatchNone
+	}
+	if end < 0 {
+		if len(p.partial)+len(seg) > p.maxSize() {
+			p.skip(true)
+			return len(b), dispatchNone
+		}
+		p.partial = append(p.partial, seg...)
+		return len(b), dispatchNone
+	}
+	line := seg[:end]
+	n += end + 1
+	endOffset := p.offset + int64(n) // past the first terminator byte, whatever the split
+	n += p.consumeEnd(seg, end) - (end + 1)
+	if len(p.partial)+len(line) > p.maxSize() {
+		p.skip(false)
+		return n, dispatchNone
+	}
+	if len(p.partial) > 0 {
+		p.partial = append(p.partial, line...)
+		line = p.partial
+	}
+	d = p.processLine(line, endOffset)
+	p.partial = p.partial[:0]
+	return n, d
+}
+
+// lineEnd returns the index of the first CR or LF of seg, or -1.
+func lineEnd(seg []byte) int {
 	end := bytes.IndexByte(seg, '\n')
 	scan := seg
 	if end >= 0 {
@@ -176,17 +249,14 @@ func (p *Parser) next(b []byte) (n int, d dispatch) {
 	if cr := bytes.IndexByte(scan, '\r'); cr >= 0 {
 		end = cr
 	}
-	if end < 0 {
-		if len(p.partial)+len(seg) > p.maxSize() {
-			p.err = ErrEventTooLarge
-			return len(b), dispatchNone
-		}
-		p.partial = append(p.partial, seg...)
-		return len(b), dispatchNone
-	}
-	line := seg[:end]
-	n += end + 1
-	lineEnd := p.offset + int64(n) // past the first terminator byte, whatever the split
+	return end
+}
+
+// consumeEnd returns how many bytes of seg the line ending at end takes,
+// its terminator included; a CR that ends seg may still see its LF, which
+// the next call then skips.
+func (p *Parser) consumeEnd(seg []byte, end int) int {
+	n := end + 1
 	if seg[end] == '\r' {
 		if end+1 < len(seg) {
 			if seg[end+1] == '\n' {
@@ -196,17 +266,7 @@ func (p *Parser) next(b []byte) (n int, d dispatch) {
 			p.skipLF = true
 		}
 	}
-	if len(p.partial) > 0 {
-		if len(p.partial)+len(line) > p.maxSize() {
-			p.err = ErrEventTooLarge
-			return n, dispatchNone
-		}
-		p.partial = append(p.partial, line...)
-		line = p.partial
-	}
-	d = p.processLine(line, lineEnd)
-	p.partial = p.partial[:0]
-	return n, d
+	return n
 }
 
 func (p *Parser) processLine(line []byte, end int64) dispatch {
@@ -229,7 +289,7 @@ func (p *Parser) processLine(line []byte, end int64) dispatch {
 		p.evType = append(p.evType[:0], value...)
 	case "data":
 		if len(p.data)+len(value) >= p.maxSize() {
-			p.err = ErrEventTooLarge
+			p.skip(false)
 			return dispatchNone
 		}
 		p.data = append(p.data, value...)
@@ -300,12 +360,13 @@ func (r *Reader) SetMaxEventSize(n int) { r.p.MaxEventSize = n }
 
 // Next returns the next event. Its slices are valid until the next call. At
 // the end of the stream it returns io.EOF (an unfinished event is discarded);
-// read errors are returned as they are.
+// read errors are returned as they are. Unlike a Parser, a Reader stops at an
+// oversized event: Next returns ErrEventTooLarge from then on.
 func (r *Reader) Next() (Event, error) {
 	for {
 		for r.start < r.end {
-			if r.p.err != nil {
-				return Event{}, r.p.err
+			if r.p.oversized > 0 {
+				return Event{}, ErrEventTooLarge
 			}
 			n, d := r.p.next(r.buf[r.start:r.end])
 			r.start += n
@@ -313,8 +374,8 @@ func (r *Reader) Next() (Event, error) {
 				return r.p.ev, nil
 			}
 		}
-		if r.p.err != nil {
-			return Event{}, r.p.err
+		if r.p.oversized > 0 {
+			return Event{}, ErrEventTooLarge
 		}
 		if r.err != nil {
 			return Event{}, r.err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"testing"
@@ -29,18 +30,35 @@ func own(ev *Event) record {
 // for clarity rather than speed, against which the incremental parsers are
 // checked.
 func reference(in []byte) []record {
+	recs, _ := referenceMax(in, math.MaxInt)
+	return recs
+}
+
+// referenceMax is reference with the parser's size limit: a line longer than
+// limit, or data lines adding up (with their line feeds) to more, make the
+// event oversized; it is dropped with every line up to the next blank one.
+// It returns the events and the number of oversized ones.
+func referenceMax(in []byte, limit int) ([]record, int64) {
 	var out []record
 	var evType, id string
 	var data strings.Builder
+	var oversized int64
+	skipping := false
 	retry := int64(-1)
 	if bytes.HasPrefix(in, bom[:]) {
 		in = in[3:]
+	} else if len(in) < len(bom) && bytes.HasPrefix(bom[:], in) {
+		return nil, 0 // what may still become a BOM is no line yet
 	}
 	base := int64(0)
 	for {
 		i := bytes.IndexAny(in, "\r\n")
 		if i < 0 {
-			return out // an unterminated line and event are discarded
+			// An unterminated line and event are discarded.
+			if !skipping && len(in) > limit {
+				oversized++
+			}
+			return out, oversized
 		}
 		line := string(in[:i])
 		n := i + 1
@@ -50,6 +68,17 @@ func reference(in []byte) []record {
 		in = in[n:]
 		end := base + int64(i) + 1
 		base += int64(n)
+		if skipping {
+			skipping = line != ""
+			continue
+		}
+		if len(line) > limit {
+			oversized++
+			skipping = true
+			data.Reset()
+			evType, retry = "", -1
+			continue
+		}
 		switch {
 		case line == "":
 			if data.Len() > 0 {
@@ -69,6 +98,13 @@ func reference(in []byte) []record {
 			case "event":
 				evType = value
 			case "data":
+				if data.Len()+len(value)+1 > limit {
+					oversized++
+					skipping = true
+					data.Reset()
+					evType, retry = "", -1
+					continue
+				}
 				data.WriteString(value)
 				data.WriteByte('\n')
 			case "id":
@@ -107,15 +143,23 @@ func withoutEnds(recs []record) []record {
 }
 
 func feedAll(t testing.TB, in []byte, splits ...int) []record {
+	got, oversized := feedMax(in, 0, splits...)
+	require.Zero(t, oversized)
+	return got
+}
+
+// feedMax feeds in, split at splits, to a parser limited to limit bytes
+// (0: the default), and returns the events and the oversized count.
+func feedMax(in []byte, limit int, splits ...int) ([]record, int64) {
 	var got []record
-	p := Parser{Handler: func(ev *Event) { got = append(got, own(ev)) }}
+	p := Parser{MaxEventSize: limit, Handler: func(ev *Event) { got = append(got, own(ev)) }}
 	prev := 0
 	for _, s := range splits {
-		require.NoError(t, p.Feed(in[prev:s]))
+		p.Feed(in[prev:s])
 		prev = s
 	}
-	require.NoError(t, p.Feed(in[prev:]))
-	return got
+	p.Feed(in[prev:])
+	return got, p.Oversized()
 }
 
 func readAll(t testing.TB, r io.Reader) []record {
@@ -192,31 +236,99 @@ func TestParserPartialBOM(t *testing.T) {
 	assert.Equal(t, int64(len(in)), got[0].End)
 }
 
-func TestParserEventTooLarge(t *testing.T) {
-	p := Parser{MaxEventSize: 12}
-	require.NoError(t, p.Feed([]byte("data: 0123\n")))
-	err := p.Feed([]byte("data: 0123456789\n"))
-	require.ErrorIs(t, err, ErrEventTooLarge)
-	require.ErrorIs(t, p.Feed([]byte("\n")), ErrEventTooLarge, "the error is sticky")
+func TestParserSkipsOversizedEvents(t *testing.T) {
+	tests := []struct {
+		name      string
+		in        string
+		want      []string
+		oversized int64
+	}{
+		{"long data line", "data: 0123456789abcdef\n\ndata: a\n\n", []string{"a"}, 1},
+		{"data lines add up", "data: 01234\ndata: 56789\ndata: ab\n\ndata: a\n\n", []string{"a"}, 1},
+		{"lines after it in the event are dropped", "data: 0123456789abcdef\ndata: x\nevent: y\n\ndata: a\n\n", []string{"a"}, 1},
+		{"long comment", ": 0123456789abcdef\ndata: x\n\ndata: a\n\n", []string{"a"}, 1},
+		{"long field name", "0123456789abcdef\n\ndata: a\n\n", []string{"a"}, 1},
+		{"crlf", "data: 0123456789abcdef\r\n\r\ndata: a\r\n\r\n", []string{"a"}, 1},
+		{"cr", "data: 0123456789abcdef\r\rdata: a\r\r", []string{"a"}, 1},
+		{"two in a row", "data: 0123456789abcdef\n\ndata: 0123456789abcdef\n\ndata: a\n\n", []string{"a"}, 2},
+		{"events before it stay", "data: a\n\ndata: 0123456789abcdef\n\ndata: b\n\n", []string{"a", "b"}, 1},
+		{"unterminated at the end", "data: a\n\ndata: 0123456789abcdef", []string{"a"}, 1},
+		{"exactly the limit", "data: 01234567\n\n", []string{"01234567"}, 0},
+	}
+	const limit = 14
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := []byte(tt.in)
+			want, wantN := referenceMax(in, limit)
+			assert.Equal(t, tt.oversized, wantN, "the reference agrees with the table")
+			var data []string
+			for _, r := range want {
+				data = append(data, r.Data)
+			}
+			assert.Equal(t, tt.want, data)
+			for split := 0; split <= len(in); split++ {
+				got, n := feedMax(in, limit, split)
+				assert.Equal(t, want, got, "split at %d", split)
+				assert.Equal(t, wantN, n, "split at %d", split)
+			}
+			// One byte at a time.
+			splits := make([]int, len(in))
+			for i := range splits {
+				splits[i] = i
+			}
+			got, n := feedMax(in, limit, splits...)
+			assert.Equal(t, want, got)
+			assert.Equal(t, wantN, n)
+		})
+	}
+}
 
-	p = Parser{MaxEventSize: 8}
-	require.ErrorIs(t, p.Feed([]byte("data: 0123456789")), ErrEventTooLarge, "an unterminated line counts too")
+// TestParserOversizedMemory: skipping an event far larger than the limit
+// buffers no more than the limit.
+func TestParserOversizedMemory(t *testing.T) {
+	const limit = 1 << 10
+	var got []string
+	p := Parser{MaxEventSize: limit, Handler: func(ev *Event) { got = append(got, string(ev.Data)) }}
+	chunk := bytes.Repeat([]byte("x"), 4<<10)
+	p.Feed([]byte("data: "))
+	for range 256 { // 1 MiB of one line
+		p.Feed(chunk)
+		assert.LessOrEqual(t, cap(p.partial), limit)
+		assert.LessOrEqual(t, cap(p.data), limit)
+	}
+	assert.True(t, p.Pending())
+	p.Feed([]byte("\n\ndata: [DONE]\n\n"))
+	assert.Equal(t, []string{"[DONE]"}, got)
+	assert.Equal(t, int64(1), p.Oversized())
+	assert.False(t, p.Pending())
+}
 
-	r := NewReader(strings.NewReader("data: " + strings.Repeat("x", 64) + "\n\n"))
+func TestReaderStopsAtOversizedEvent(t *testing.T) {
+	r := NewReader(strings.NewReader("data: a\n\ndata: " + strings.Repeat("x", 64) + "\n\ndata: b\n\n"))
 	r.SetMaxEventSize(32)
+	ev, err := r.Next()
+	require.NoError(t, err)
+	assert.Equal(t, "a", string(ev.Data))
 	_, err = r.Next()
 	require.ErrorIs(t, err, ErrEventTooLarge)
+	_, err = r.Next()
+	require.ErrorIs(t, err, ErrEventTooLarge, "the error is sticky")
 }
 
 func TestParserResetAndPending(t *testing.T) {
 	var n int
-	p := Parser{Handler: func(*Event) { n++ }}
-	require.NoError(t, p.Feed([]byte("data: x\n")))
+	p := Parser{Handler: func(*Event) { n++ }, MaxEventSize: 16}
+	p.Feed([]byte("data: x\n"))
 	assert.True(t, p.Pending())
 	p.Reset()
 	assert.False(t, p.Pending())
 	assert.Zero(t, p.Offset())
-	require.NoError(t, p.Feed([]byte("\xEF\xBB\xBFdata: y\n\n")))
+	p.Feed([]byte("data: 0123456789abcdef"))
+	assert.Equal(t, int64(1), p.Oversized())
+	p.Reset()
+	assert.Zero(t, p.Oversized())
+	assert.False(t, p.Pending())
+	p.Feed([]byte("\xEF\xBB\xBFdata: y\n\n"))
 	assert.Equal(t, 1, n)
 	assert.Equal(t, int64(12), p.Offset())
 }
@@ -251,10 +363,10 @@ func TestParserNoAllocsSteadyState(t *testing.T) {
 	frame := []byte("data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n")
 	var n int
 	p := Parser{Handler: func(*Event) { n++ }}
-	require.NoError(t, p.Feed(frame))
+	p.Feed(frame)
 	allocs := testing.AllocsPerRun(100, func() {
-		_ = p.Feed(frame[:10])
-		_ = p.Feed(frame[10:])
+		p.Feed(frame[:10])
+		p.Feed(frame[10:])
 	})
 	assert.Zero(t, allocs)
 }
@@ -264,11 +376,12 @@ func FuzzParser(f *testing.F) {
 		"data: hi\n\n", "data: a\r\ndata: b\r\n\r\n", "data: x\r\r", ": ka\n\n",
 		"\xEF\xBB\xBFevent: ping\nid: 1\nretry: 10\ndata: {}\n\n", "data\n\ndata:\n\n", "id: \x00\n",
 		"event: message_start\ndata: {\"type\":\"message_start\"}\n\n",
+		"data: 0123456789abcdefghij\n\ndata: [DONE]\n\n", "data: 0123\ndata: 4567\ndata: 89ab\r\n\r\ndata: x\r\r",
 	}
 	for _, s := range seeds {
-		f.Add([]byte(s), uint16(3))
+		f.Add([]byte(s), uint16(3), uint8(12))
 	}
-	f.Fuzz(func(t *testing.T, in []byte, split uint16) {
+	f.Fuzz(func(t *testing.T, in []byte, split uint16, limit uint8) {
 		want := withBOMOffset(in, reference(in))
 		s := 0
 		if len(in) > 0 {
@@ -277,6 +390,29 @@ func FuzzParser(f *testing.F) {
 		assert.Equal(t, want, feedAll(t, in, s), "parser split at %d", s)
 		assert.Equal(t, want, readAll(t, iotest.OneByteReader(bytes.NewReader(in))), "one-byte reader")
 		assert.Equal(t, want, readAll(t, bytes.NewReader(in)), "reader")
+
+		// With a small limit: oversized events are skipped, the parser
+		// resynchronizes at the next blank line, whatever the split, and
+		// never buffers more than the limit.
+		lim := int(limit)%64 + 1
+		wantMax, wantN := referenceMax(in, lim)
+		wantMax = withBOMOffset(in, wantMax)
+		var got []record
+		p := Parser{MaxEventSize: lim, Handler: func(ev *Event) {
+			assert.LessOrEqual(t, len(ev.Data), lim)
+			got = append(got, own(ev))
+		}}
+		p.Feed(in[:s])
+		assert.LessOrEqual(t, len(p.partial), lim)
+		assert.LessOrEqual(t, len(p.data), lim)
+		p.Feed(in[s:])
+		assert.LessOrEqual(t, len(p.partial), lim)
+		assert.LessOrEqual(t, len(p.data), lim)
+		assert.Equal(t, wantMax, got, "limit %d, split at %d", lim, s)
+		assert.Equal(t, wantN, p.Oversized(), "limit %d, split at %d", lim, s)
+		if wantN == 0 {
+			assert.Equal(t, wantMax, want, "nothing oversized: the same events as without a limit")
+		}
 	})
 }
 
@@ -287,7 +423,7 @@ func BenchmarkParser(b *testing.B) {
 	b.ReportAllocs()
 	b.SetBytes(int64(len(stream)))
 	for b.Loop() {
-		_ = p.Feed(stream)
+		p.Feed(stream)
 	}
 }
 

@@ -71,6 +71,8 @@ func TestBearerTokenAuthGuardsListeners(t *testing.T) {
 	p.NetAddr.Endpoint = "127.0.0.1:0"
 	p.Upstream.Endpoint = upstream.URL
 	p.Auth = authConfig(id)
+	p.AuthHeader = "x-collector-token" // any case: header names are case-insensitive
+	require.NoError(t, cfg.Validate())
 	i := cfg.Ingest.GetOrInsertDefault()
 	i.NetAddr.Endpoint = "127.0.0.1:0"
 	i.Auth = authConfig(id)
@@ -88,7 +90,11 @@ func TestBearerTokenAuthGuardsListeners(t *testing.T) {
 	}{
 		{"proxy without token", proxyURL, shapes[0].body, nil, http.StatusUnauthorized},
 		{"proxy with a wrong token", proxyURL, shapes[0].body, http.Header{"X-Collector-Token": {"Bearer nope"}}, http.StatusUnauthorized},
-		{"proxy with the token", proxyURL, shapes[0].body, http.Header{"X-Collector-Token": {"Bearer collector-token"}}, http.StatusOK},
+		{"proxy with the token", proxyURL, shapes[0].body, http.Header{
+			"X-Collector-Token": {"Bearer collector-token"},
+			"Authorization":     {"Bearer sk-provider-key"},
+			"X-Api-Key":         {"sk-ant-provider-key"},
+		}, http.StatusOK},
 		{"ingest without token", ingestURL, record, nil, http.StatusUnauthorized},
 		{"ingest with the token", ingestURL, record, http.Header{"X-Collector-Token": {"Bearer collector-token"}}, http.StatusOK},
 	} {
@@ -98,6 +104,69 @@ func TestBearerTokenAuthGuardsListeners(t *testing.T) {
 		})
 	}
 	assert.Equal(t, 1, log.count(), "only the authenticated proxy request reached the upstream")
+	seen, _ := log.last(t)
+	assert.Empty(t, seen.Values("X-Collector-Token"), "the collector's token never reaches the upstream")
+	for k, vs := range seen {
+		for _, v := range vs {
+			assert.NotContains(t, v, "collector-token", "header %s", k)
+		}
+	}
+	assert.Equal(t, "Bearer sk-provider-key", seen.Get("Authorization"), "the client's provider key goes upstream unchanged")
+	assert.Equal(t, "sk-ant-provider-key", seen.Get("X-Api-Key"))
 	require.Eventually(t, func() bool { return sink.SpanCount() == 2 }, 5*time.Second, 5*time.Millisecond,
 		"one proxy span and one ingested span")
+}
+
+// TestProxyAuthHeaderIsCentral: when the authenticator reads Authorization
+// itself, Authorization is not forwarded; the provider key can then come
+// from the upstream client's own headers.
+func TestProxyAuthHeaderIsCentral(t *testing.T) {
+	id, host := startBearerAuth(t, "Authorization", "collector-token")
+	fake, err := fakellm.New(fakellm.Config{TimeFactor: fastFactor, Chunks: 4})
+	require.NoError(t, err)
+	log := &upstreamLog{next: fake}
+	upstream := httptest.NewServer(log)
+	t.Cleanup(upstream.Close)
+
+	cfg := NewFactory().CreateDefaultConfig().(*Config)
+	p := cfg.Proxy.GetOrInsertDefault()
+	p.NetAddr.Endpoint = "127.0.0.1:0"
+	p.Upstream.Endpoint = upstream.URL
+	p.Upstream.Headers = configopaque.MapList{{Name: "X-Api-Key", Value: "sk-central-key"}}
+	p.Auth = authConfig(id)
+	p.AuthHeader = "Authorization"
+	require.NoError(t, cfg.Validate())
+	rcv := startReceiver(t, cfg, new(consumertest.TracesSink), host, nil)
+	resp, body := post(t, testClient(t), "http://"+rcv.addrs["proxy"].String()+shapes[3].path, shapes[3].body,
+		http.Header{"Authorization": {"Bearer collector-token"}})
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	seen, _ := log.last(t)
+	assert.Empty(t, seen.Values("Authorization"))
+	assert.Equal(t, "sk-central-key", seen.Get("X-Api-Key"))
+}
+
+func TestConfigAuthHeader(t *testing.T) {
+	id := component.MustNewID("bearertokenauth")
+	base := func() *Config {
+		cfg := NewFactory().CreateDefaultConfig().(*Config)
+		cfg.Proxy.GetOrInsertDefault().Upstream.Endpoint = "http://127.0.0.1:1"
+		return cfg
+	}
+	cfg := base()
+	cfg.Proxy.Get().Auth = authConfig(id)
+	require.ErrorIs(t, cfg.Validate(), errAuthHeaderRequired, "auth without auth_header would forward the collector's credential")
+
+	cfg = base()
+	cfg.Proxy.Get().AuthHeader = "X-Collector-Token"
+	require.ErrorIs(t, cfg.Validate(), errAuthHeaderWithoutAuth)
+
+	cfg = base()
+	cfg.Proxy.Get().Auth = authConfig(id)
+	cfg.Proxy.Get().AuthHeader = "X-Collector Token"
+	require.ErrorIs(t, cfg.Validate(), errAuthHeaderInvalid)
+
+	cfg = base()
+	cfg.Proxy.Get().Auth = authConfig(id)
+	cfg.Proxy.Get().AuthHeader = "X-Collector-Token"
+	require.NoError(t, cfg.Validate())
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/streamstall/streamstall/internal/llmstream"
 	"github.com/streamstall/streamstall/internal/semconv"
 	"github.com/streamstall/streamstall/internal/sse"
+	"github.com/streamstall/streamstall/internal/truncate"
 	"github.com/streamstall/streamstall/receiver/ssecapture/internal/metadata"
 )
 
@@ -37,7 +38,18 @@ const (
 	errTypeTruncated           = "stream_truncated"
 	errTypeUpstreamUnreachable = "upstream_unreachable"
 	errTypeUpstreamTimeout     = "upstream_timeout"
+	// errTypeShutdown: the stream was still open when the receiver's
+	// shutdown_timeout ran out; the proxy ended it.
+	errTypeShutdown = "shutdown"
 )
+
+// maxHedgeAttributes bounds the llm.hedge.* baggage entries recorded per
+// span (the hedging client sets six); more are ignored.
+const maxHedgeAttributes = 16
+
+// maxFinishReasons bounds the finish reasons recorded per span: one per
+// choice, and providers cap choices at 128.
+const maxFinishReasons = 128
 
 // maxResponseCapture bounds the bytes of a non-streaming response kept to
 // read its usage and ids; beyond it the metadata is skipped, never the bytes.
@@ -71,12 +83,14 @@ type call struct {
 	readErr   error
 	errType   string
 	parseErr  error
+	oversized int64 // SSE events skipped for their size
 }
 
 func newCall(p *proxy, r *http.Request, shape llmstream.Shape, body []byte) *call {
 	c := &call{p: p, ctx: r.Context(), shape: shape, start: p.clock.Now().UnixNano(), hedge: pcommon.NewMap()}
 	if req, err := llmstream.ParseRequest(body); err == nil {
 		c.req = req
+		c.req.Model = c.capValue(req.Model)
 	}
 	inbound := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), propagation.HeaderCarrier(r.Header)))
 	cfg := trace.SpanContextConfig{TraceFlags: trace.FlagsSampled, SpanID: newSpanID()}
@@ -124,8 +138,12 @@ func (c *call) readHedgeBaggage(headers []string) {
 			continue
 		}
 		for _, m := range bag.Members() {
-			key, value := m.Key(), m.Value()
-			if !strings.HasPrefix(key, "llm.hedge.") {
+			key, value := m.Key(), c.capValue(m.Value())
+			if !strings.HasPrefix(key, "llm.hedge.") || len(key) > c.p.cfg.MaxAttributeValueLength {
+				continue
+			}
+			if _, seen := c.hedge.Get(key); !seen && c.hedge.Len() >= maxHedgeAttributes {
+				c.p.logger.Debug("ignoring hedge baggage past the limit", zap.Int("limit", maxHedgeAttributes))
 				continue
 			}
 			switch key {
@@ -180,8 +198,32 @@ func (c *call) failed(status int, errType string) {
 
 func (c *call) cancelled() { c.errType = errTypeCancelled }
 
+// capValue bounds a string taken from a request or response before it
+// becomes an attribute or part of the span name.
+func (c *call) capValue(s string) string {
+	return truncate.UTF8(s, c.p.cfg.MaxAttributeValueLength)
+}
+
+// merge adds what a frame or a response body says about the response,
+// every value bounded: the span keeps what it records, and no more.
+func (c *call) merge(m *llmstream.Meta) {
+	reasons := len(c.meta.FinishReasons)
+	c.meta.Merge(m)
+	c.meta.ResponseID = c.capValue(c.meta.ResponseID)
+	c.meta.ResponseModel = c.capValue(c.meta.ResponseModel)
+	c.meta.ErrorType = c.capValue(c.meta.ErrorType)
+	c.meta.ErrorMessage = "" // never recorded: it may echo the request
+	if len(c.meta.FinishReasons) > maxFinishReasons {
+		clear(c.meta.FinishReasons[maxFinishReasons:])
+		c.meta.FinishReasons = c.meta.FinishReasons[:maxFinishReasons]
+	}
+	for i := reasons; i < len(c.meta.FinishReasons); i++ {
+		c.meta.FinishReasons[i] = c.capValue(c.meta.FinishReasons[i])
+	}
+}
+
 func (c *call) onFrame(f *llmstream.Frame, at int64) {
-	c.meta.Merge(&f.Meta)
+	c.merge(&f.Meta)
 	switch f.Kind {
 	case llmstream.KindContent:
 		c.chunks = append(c.chunks, frameEvent{at: at, kind: f.ChunkKind})
@@ -191,7 +233,7 @@ func (c *call) onFrame(f *llmstream.Frame, at int64) {
 	case llmstream.KindError:
 		c.terminal = true
 		if c.errType == "" {
-			c.errType = f.Meta.ErrorType
+			c.errType = c.capValue(f.Meta.ErrorType)
 		}
 	}
 	if c.p.cfg.RecordKeepalives {
@@ -217,7 +259,6 @@ type sseTee struct {
 	batch  []byte     // the bytes of the reads not parsed yet, back to back
 	reads  []readMark // where each of those reads ends in batch, and when it arrived
 	at     int64      // arrival of the read being parsed
-	broken bool
 }
 
 type readMark struct {
@@ -238,7 +279,7 @@ func (b *sseTee) Read(p []byte) (int, error) {
 		b.parseBatch()
 	}
 	n, err := b.rc.Read(p)
-	if n > 0 && !b.broken {
+	if n > 0 {
 		b.batch = append(b.batch, p[:n]...)
 		b.reads = append(b.reads, readMark{end: len(b.batch), at: b.c.p.clock.Now().UnixNano()})
 	}
@@ -256,20 +297,18 @@ func (b *sseTee) Close() error {
 	return b.rc.Close()
 }
 
+// parseBatch parses the reads gathered so far. An event over the parser's
+// size limit is skipped (and counted): the bytes still flow to the client,
+// and the frames after it are parsed as usual.
 func (b *sseTee) parseBatch() {
 	start := 0
 	for _, r := range b.reads {
-		if b.broken {
-			break
-		}
 		b.at = r.at
-		if err := b.parser.Feed(b.batch[start:r.end]); err != nil {
-			// Telemetry gives up on this stream; the bytes still flow.
-			b.broken, b.c.parseErr = true, err
-		}
+		b.parser.Feed(b.batch[start:r.end])
 		start = r.end
 	}
 	b.batch, b.reads = b.batch[:0], b.reads[:0]
+	b.c.oversized = b.parser.Oversized()
 }
 
 func (b *sseTee) onEvent(ev *sse.Event) {
@@ -312,7 +351,7 @@ func (b *jsonTee) Read(p []byte) (int, error) {
 func (b *jsonTee) Close() error {
 	if b.c.eof && !b.over && b.buf.Len() > 0 {
 		if m, err := llmstream.ParseResponse(b.c.shape, b.buf.Bytes()); err == nil {
-			b.c.meta.Merge(&m)
+			b.c.merge(&m)
 		}
 	}
 	b.buf = bytes.Buffer{}
@@ -335,6 +374,8 @@ func (c *call) outcome() string {
 	switch {
 	case complete:
 		return ""
+	case c.p.stopped():
+		return errTypeShutdown
 	case c.ctx.Err() != nil, errors.Is(c.readErr, context.Canceled), c.readErr == nil && !c.eof:
 		// Without a read error or an end of body, the copy stopped on the
 		// client's side.
@@ -412,6 +453,9 @@ func (c *call) fillSpan(span ptrace.Span, end int64) {
 	if c.status != 0 {
 		attrs.PutInt(semconv.AttrHTTPStatusCode, int64(c.status))
 	}
+	if c.oversized > 0 {
+		attrs.PutInt(semconv.AttrOversizedFrames, c.oversized)
+	}
 	c.hedge.Range(func(k string, v pcommon.Value) bool {
 		v.CopyTo(attrs.PutEmpty(k))
 		return true
@@ -450,6 +494,8 @@ func statusMessage(errType string, status int) string {
 		return "upstream unreachable"
 	case errTypeUpstreamTimeout:
 		return "upstream did not answer in time"
+	case errTypeShutdown:
+		return "the collector shut down before the response ended"
 	}
 	if status >= 400 {
 		return fmt.Sprintf("upstream answered %d", status)

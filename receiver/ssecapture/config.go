@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
+	"time"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/config/confighttp"
@@ -37,6 +39,21 @@ type ProxyConfig struct {
 	// QueueSize bounds the spans waiting for the next consumer; when it is
 	// full, spans are dropped and counted, and streams are never slowed.
 	QueueSize int `mapstructure:"queue_size"`
+	// MaxAttributeValueLength bounds, in bytes, every string the proxy
+	// records from a request or response (model names, response ids,
+	// finish reasons, error types, llm.hedge.* baggage): longer ones are
+	// cut on a UTF-8 character boundary.
+	MaxAttributeValueLength int `mapstructure:"max_attribute_value_length"`
+	// AuthHeader names the request header the listener's authenticator
+	// (auth) reads, e.g. bearertokenauth's `header`. The proxy removes it
+	// before the request goes upstream, so the collector's own credential
+	// never reaches the provider. Required when auth is set: the proxy
+	// cannot learn it from the extension.
+	AuthHeader string `mapstructure:"auth_header"`
+	// ShutdownTimeout bounds how long Shutdown waits for streams in flight
+	// to end on their own; streams still open then are ended, and their
+	// spans are exported with error.type=shutdown. Zero ends them at once.
+	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout"`
 
 	_ struct{}
 }
@@ -62,6 +79,12 @@ var (
 	errPositive                             = errors.New("must be positive")
 	errUpstreamNotAbsURL                    = errors.New("proxy: upstream.endpoint must be an absolute http or https URL")
 	errUpstreamHasQueries                   = errors.New("proxy: upstream.endpoint must not carry a query or fragment")
+	errAuthHeaderRequired                   = errors.New("proxy: auth is set, so auth_header must name the request header its " +
+		"authenticator reads (for bearertokenauth, its `header` setting, Authorization by default); " +
+		"the proxy removes that header before forwarding, so the collector's credential never reaches the upstream")
+	errAuthHeaderWithoutAuth   = errors.New("proxy: auth_header is set but auth is not")
+	errAuthHeaderInvalid       = errors.New("proxy: auth_header is not a valid header name")
+	errNegativeShutdownTimeout = errors.New("proxy: shutdown_timeout must not be negative")
 )
 
 // Validate checks the configuration.
@@ -92,6 +115,20 @@ func (p *ProxyConfig) validate() error {
 	if p.QueueSize <= 0 {
 		errs = append(errs, fmt.Errorf("proxy: queue_size %w", errPositive))
 	}
+	if p.MaxAttributeValueLength <= 0 {
+		errs = append(errs, fmt.Errorf("proxy: max_attribute_value_length %w", errPositive))
+	}
+	if p.ShutdownTimeout < 0 {
+		errs = append(errs, errNegativeShutdownTimeout)
+	}
+	switch {
+	case p.Auth.HasValue() && p.AuthHeader == "":
+		errs = append(errs, errAuthHeaderRequired)
+	case !p.Auth.HasValue() && p.AuthHeader != "":
+		errs = append(errs, errAuthHeaderWithoutAuth)
+	case p.AuthHeader != "" && !isToken(p.AuthHeader):
+		errs = append(errs, errAuthHeaderInvalid)
+	}
 	return errors.Join(errs...)
 }
 
@@ -121,4 +158,15 @@ func parseUpstream(endpoint string) (*url.URL, error) {
 		return nil, errUpstreamHasQueries
 	}
 	return u, nil
+}
+
+// isToken reports whether s is an HTTP field name (RFC 9110 token).
+func isToken(s string) bool {
+	for _, c := range []byte(s) {
+		alnum := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+		if !alnum && strings.IndexByte("!#$%&'*+-.^_`|~", c) < 0 {
+			return false
+		}
+	}
+	return s != ""
 }

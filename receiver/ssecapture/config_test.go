@@ -2,6 +2,7 @@ package ssecapture
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -110,4 +111,41 @@ func TestParseUpstream(t *testing.T) {
 	addr, port = serverAddressPort(u)
 	assert.Equal(t, "127.0.0.1", addr)
 	assert.Equal(t, int64(8080), port)
+}
+
+func TestLoadConfigProxyBounds(t *testing.T) {
+	cfg, err := loadConfig(t, "")
+	require.NoError(t, err)
+	p := cfg.Proxy.Get()
+	assert.Equal(t, 256, p.MaxAttributeValueLength)
+	assert.Equal(t, 20*time.Second, p.ShutdownTimeout, "under Kubernetes' 30 s grace period")
+	assert.Empty(t, p.AuthHeader)
+
+	cfg, err = loadConfig(t, "proxy_bounds")
+	require.NoError(t, err)
+	p = cfg.Proxy.Get()
+	assert.Equal(t, 1024, p.MaxAttributeValueLength)
+	assert.Equal(t, 5*time.Second, p.ShutdownTimeout)
+
+	_, err = loadConfig(t, "bad_proxy_bounds")
+	require.ErrorIs(t, err, errPositive)
+	assert.ErrorContains(t, err, "proxy: max_attribute_value_length must be positive")
+	require.ErrorIs(t, err, errNegativeShutdownTimeout)
+}
+
+// TestExampleWithAuth: the proxy section of the auth example is valid and
+// names the header its authenticator reads.
+func TestExampleWithAuth(t *testing.T) {
+	cm, err := confmaptest.LoadConf(filepath.Join("..", "..", "examples", "anthropic-proxy-with-auth.yaml"))
+	require.NoError(t, err)
+	sub, err := cm.Sub("receivers::sse_capture")
+	require.NoError(t, err)
+	cfg := NewFactory().CreateDefaultConfig()
+	require.NoError(t, sub.Unmarshal(cfg))
+	require.NoError(t, confmap.Validate(cfg))
+	p := cfg.(*Config).Proxy.Get()
+	ext, err := cm.Sub("extensions::bearertokenauth/proxy")
+	require.NoError(t, err)
+	assert.Equal(t, ext.Get("header"), p.AuthHeader, "auth_header is the header the authenticator reads")
+	assert.NotEqual(t, "authorization", strings.ToLower(p.AuthHeader), "the client's provider key keeps Authorization")
 }

@@ -2,6 +2,7 @@ package ssecapture
 
 import (
 	"context"
+	"time"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/config/confighttp"
@@ -21,6 +22,18 @@ const (
 	defaultMaxChunksPerRecord = 100000
 	defaultQueueSize          = 1000
 	defaultUpstreamIdleConns  = 1000
+)
+
+// Defaults of the proxy's bounds on hostile input.
+const (
+	// Model names, response ids and finish reasons are identifiers of tens
+	// of bytes; 256 keeps every real one whole while bounding what a hostile
+	// body can make a span, and each metric series built from it, carry.
+	defaultMaxAttributeValueLength = 256
+	// Kubernetes kills a pod 30 s after SIGTERM by default; streams get 20 s
+	// to end, which leaves the rest of the pipeline time to export their
+	// spans (and the ones of the streams ended then).
+	defaultShutdownTimeout = 20 * time.Second
 )
 
 // NewFactory returns the factory of the sse_capture receiver.
@@ -53,6 +66,9 @@ func createDefaultConfig() component.Config {
 			Upstream:       upstream,
 			MaxRequestBody: defaultProxyMaxBody,
 			QueueSize:      defaultQueueSize,
+
+			MaxAttributeValueLength: defaultMaxAttributeValueLength,
+			ShutdownTimeout:         defaultShutdownTimeout,
 		}),
 		Ingest: configoptional.Default(IngestConfig{
 			ServerConfig:       ingest,

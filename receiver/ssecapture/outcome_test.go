@@ -2,6 +2,7 @@ package ssecapture
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -74,4 +75,43 @@ func TestProxyStreamOutcomes(t *testing.T) {
 			assert.NotContains(t, span.Status().Message(), "Overloaded", "provider messages are not quoted")
 		})
 	}
+}
+
+// TestProxyOversizedFrameSkipped: a frame past the SSE parser's size limit
+// (one 20 MB data line) reaches the client byte for byte; telemetry skips it,
+// counts it, goes on counting the chunks after it and sees [DONE], so the
+// span ends as the stream did.
+func TestProxyOversizedFrameSkipped(t *testing.T) {
+	chunk := func(s string) string { return "data: {\"choices\":[{\"delta\":{\"content\":\"" + s + "\"}}]}\n\n" }
+	var body strings.Builder
+	body.WriteString(chunk("a") + chunk("b"))
+	body.WriteString("data: {\"choices\":[{\"delta\":{\"content\":\"")
+	body.WriteString(strings.Repeat("x", 20<<20))
+	body.WriteString("\"}}]}\n\n")
+	body.WriteString(chunk("c") + chunk("d") + chunk("e") + chunk("f") + "data: [DONE]\n\n")
+	upstream := newTestServer(t, sseUpstream(body.String()))
+	f := newFixture(t, nil, withProxy(func(p *ProxyConfig) { p.Upstream.Endpoint = upstream }))
+	resp, got := post(t, testClient(t), f.proxyURL+shapes[0].path, shapes[0].body, nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Len(t, got, body.Len())
+	assert.True(t, body.String() == string(got), "the client gets the stream as sent")
+
+	span := f.spans(t, 1)[0]
+	assert.Len(t, chunkTimes(span), 6, "the chunks before and after the oversized frame")
+	assert.Equal(t, int64(1), attr(t, span, semconv.AttrOversizedFrames).Int())
+	_, hasErr := span.Attributes().Get(semconv.AttrErrorType)
+	assert.False(t, hasErr, "the stream completed")
+	assert.Equal(t, ptrace.StatusCodeUnset, span.Status().Code())
+}
+
+// TestProxyNoOversizedAttribute: an ordinary stream has no
+// llm.stream.oversized_frames attribute.
+func TestProxyNoOversizedAttribute(t *testing.T) {
+	upstream := newTestServer(t, sseUpstream("data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\ndata: [DONE]\n\n"))
+	f := newFixture(t, nil, withProxy(func(p *ProxyConfig) { p.Upstream.Endpoint = upstream }))
+	resp, _ := post(t, testClient(t), f.proxyURL+shapes[0].path, shapes[0].body, nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	span := f.spans(t, 1)[0]
+	_, ok := span.Attributes().Get(semconv.AttrOversizedFrames)
+	assert.False(t, ok)
 }

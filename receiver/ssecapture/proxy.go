@@ -11,8 +11,11 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"path"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -32,6 +35,7 @@ type proxy struct {
 	cfg           *ProxyConfig
 	service       string // service.name of every span's resource
 	upstream      *url.URL
+	prefix        string // the upstream's path, cleaned: "/" or "/openai"
 	serverAddress string
 	serverPort    int64
 	clock         clockwork.Clock
@@ -40,6 +44,11 @@ type proxy struct {
 	logger        *zap.Logger
 	rp            *httputil.ReverseProxy
 	inflight      sync.WaitGroup
+	active        atomic.Int64 // requests in flight, for the shutdown log
+	// stopCtx is cancelled when the streams still in flight at shutdown
+	// are to be ended.
+	stopCtx context.Context
+	stop    context.CancelFunc
 }
 
 type callKey struct{}
@@ -65,6 +74,8 @@ func newProxy(ctx context.Context, cfg *ProxyConfig, service string, set compone
 		service: service,
 		cfg:     cfg, upstream: upstream, clock: clock, queue: queue, telemetry: tb, logger: set.Logger,
 	}
+	p.stopCtx, p.stop = context.WithCancel(context.Background())
+	p.prefix = path.Clean("/" + upstream.Path)
 	p.serverAddress, p.serverPort = serverAddressPort(upstream)
 	errorLog, err := zap.NewStdLogAt(set.Logger, zapcore.DebugLevel)
 	if err != nil {
@@ -96,15 +107,34 @@ func serverAddressPort(u *url.URL) (string, int64) {
 // wait blocks until every request being proxied has finished.
 func (p *proxy) wait() { p.inflight.Wait() }
 
+func (p *proxy) inflightCount() int64 { return p.active.Load() }
+
+// stopped reports whether the streams in flight were told to end.
+func (p *proxy) stopped() bool { return p.stopCtx.Err() != nil }
+
 func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.inflight.Add(1)
 	defer p.inflight.Done()
+	p.active.Add(1)
+	defer p.active.Add(-1)
+
+	// The request, and the upstream request made from it, also end when
+	// the streams in flight are stopped at shutdown.
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	defer context.AfterFunc(p.stopCtx, cancel)()
+	r = r.WithContext(ctx)
 
 	// Streams outlive any server write timeout; clear it for this request
 	// (the otelhttp and confighttp wrappers unwrap to the real connection).
 	rc := http.NewResponseController(w)
 	if err := rc.SetWriteDeadline(time.Time{}); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		p.logger.Debug("cannot clear the write deadline", zap.Error(err))
+	}
+
+	if !p.staysUnderPrefix(r.URL) {
+		writeJSONError(w, http.StatusBadRequest, "bad_request", "the request path leaves the upstream's path")
+		return
 	}
 
 	body, err := readBody(r, p.cfg.MaxRequestBody)
@@ -128,8 +158,38 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	c := newCall(p, r, shape, body)
 	defer c.finish() // also when ReverseProxy aborts the handler with http.ErrAbortHandler
-	ctx := context.WithValue(r.Context(), callKey{}, c)
+	ctx = context.WithValue(r.Context(), callKey{}, c)
 	p.rp.ServeHTTP(w, r.WithContext(c.outgoingContext(ctx)))
+}
+
+// maxPathDecodings bounds how many layers of percent-encoding are peeled off
+// a request path to check it: an upstream (or a gateway in front of it) may
+// decode more than once.
+const maxPathDecodings = 3
+
+// staysUnderPrefix reports whether the request path, joined to the
+// upstream's path prefix, stays under that prefix however it is read: as
+// sent, and after each of up to maxPathDecodings rounds of percent-decoding,
+// with backslashes taken as slashes and dot segments resolved. The request
+// is forwarded as it came, but only when every reading stays under.
+func (p *proxy) staysUnderPrefix(u *url.URL) bool {
+	if p.prefix == "/" {
+		return true // nothing is above the root
+	}
+	v := u.EscapedPath()
+	for range maxPathDecodings + 1 {
+		joined := path.Clean(p.prefix + "/" + strings.ReplaceAll(v, `\`, "/"))
+		if joined != p.prefix && !strings.HasPrefix(joined, p.prefix+"/") {
+			return false
+		}
+		next, err := url.PathUnescape(v)
+		if err != nil || next == v {
+			return true
+		}
+		v = next
+	}
+	// Still encoded after that many rounds: no legitimate path is.
+	return false
 }
 
 // readBody buffers the request body (so the model can be read without
@@ -157,10 +217,15 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 // rewrite pins the upstream: neither an absolute-form request URI nor a Host
 // header can choose where a request goes. Inbound X-Forwarded-* headers are
 // dropped (Rewrite does that) and none are added: the upstream is a third
-// party that has no use for the addresses of our clients.
+// party that has no use for the addresses of our clients. The header the
+// listener's authenticator read stays here: it is the collector's
+// credential, not the provider's.
 func (p *proxy) rewrite(pr *httputil.ProxyRequest) {
 	pr.SetURL(p.upstream)
 	pr.Out.Host = ""
+	if p.cfg.AuthHeader != "" {
+		pr.Out.Header.Del(p.cfg.AuthHeader)
+	}
 	// An SSE stream must be readable as it arrives: ask for it uncompressed.
 	pr.Out.Header.Set("Accept-Encoding", "identity")
 	if c, ok := pr.In.Context().Value(callKey{}).(*call); ok {
@@ -179,6 +244,14 @@ func (p *proxy) modifyResponse(resp *http.Response) error {
 // answer in time), in the error shape OpenAI and Anthropic clients parse.
 func (p *proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
 	c, _ := r.Context().Value(callKey{}).(*call)
+	if p.stopped() {
+		// Shutdown ended the request before the upstream answered.
+		if c != nil {
+			c.failed(http.StatusServiceUnavailable, errTypeShutdown)
+		}
+		writeJSONError(w, http.StatusServiceUnavailable, errTypeShutdown, "the collector is shutting down")
+		return
+	}
 	if r.Context().Err() != nil {
 		// The client went away first: nobody is left to answer.
 		if c != nil {

@@ -37,6 +37,7 @@ type sseCaptureReceiver struct {
 	obsIngest *receiverhelper.ObsReport
 
 	servers    []*http.Server
+	proxySrv   *http.Server        // the proxy's, among servers
 	addrs      map[string]net.Addr // bound addresses by listener name, for tests
 	queue      *spanQueue
 	proxy      *proxy
@@ -90,6 +91,7 @@ func (r *sseCaptureReceiver) Start(ctx context.Context, host component.Host) err
 		if err := r.serve(ctx, host, "proxy", pcfg.ServerConfig, pcfg.MaxRequestBody, p, noServerTelemetry); err != nil {
 			return errors.Join(err, r.Shutdown(ctx))
 		}
+		r.proxySrv = r.servers[len(r.servers)-1]
 	}
 	if r.cfg.Ingest.HasValue() {
 		icfg := r.cfg.Ingest.Get()
@@ -131,20 +133,31 @@ func (r *sseCaptureReceiver) serve(ctx context.Context, host component.Host, nam
 	return nil
 }
 
-// Shutdown stops the listeners. Streams still running when ctx ends are cut
-// (their clients and upstream requests are closed); their spans are queued,
-// and the queue is drained while ctx allows.
+// Shutdown stops the listeners. The proxy's streams get shutdown_timeout
+// (and no more than ctx allows) to end on their own; those still open then
+// are ended (their clients and upstream requests are closed) and their spans,
+// with error.type=shutdown and the chunks seen so far, are queued like any
+// other. The queue is then drained while ctx allows.
 func (r *sseCaptureReceiver) Shutdown(ctx context.Context) error {
-	var errs []error
-	for _, srv := range r.servers {
-		if err := srv.Shutdown(ctx); err != nil {
-			errs = append(errs, err, srv.Close())
-		}
+	errs := make([]error, len(r.servers))
+	var wg sync.WaitGroup
+	for i, srv := range r.servers {
+		wg.Go(func() {
+			if srv == r.proxySrv && r.proxy != nil {
+				errs[i] = r.shutdownProxy(ctx, srv)
+				return
+			}
+			if err := srv.Shutdown(ctx); err != nil {
+				errs[i] = errors.Join(err, srv.Close())
+			}
+		})
 	}
-	r.servers = nil
+	wg.Wait()
+	r.servers, r.proxySrv = nil, nil
 	r.shutdownWG.Wait()
 	if r.proxy != nil {
 		r.proxy.wait()
+		r.proxy.stop() // releases its context
 		r.proxy = nil
 	}
 	if r.queue != nil {
@@ -155,4 +168,25 @@ func (r *sseCaptureReceiver) Shutdown(ctx context.Context) error {
 		r.queue = nil
 	}
 	return errors.Join(errs...)
+}
+
+// shutdownProxy lets the proxy's streams end on their own for
+// shutdown_timeout, then ends those still open and waits for their handlers,
+// which queue their spans. Ending streams when the timeout runs out is no
+// error; ctx running out first is.
+func (r *sseCaptureReceiver) shutdownProxy(ctx context.Context, srv *http.Server) error {
+	drainCtx, cancel := context.WithTimeout(ctx, r.cfg.Proxy.Get().ShutdownTimeout)
+	defer cancel()
+	if srv.Shutdown(drainCtx) == nil {
+		return nil
+	}
+	open := r.proxy.inflightCount()
+	r.proxy.stop()
+	err := srv.Close()
+	r.proxy.wait()
+	if open > 0 {
+		r.settings.Logger.Info("Ended the proxy's streams still open at shutdown",
+			zap.Int64("streams", open), zap.Duration("shutdown_timeout", r.cfg.Proxy.Get().ShutdownTimeout))
+	}
+	return errors.Join(ctx.Err(), err)
 }

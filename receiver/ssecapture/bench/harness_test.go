@@ -564,7 +564,7 @@ func stream(ctx context.Context, client *http.Client, base string, header http.H
 		n, err := resp.Body.Read(buf)
 		at = time.Now()
 		if n > 0 {
-			_ = p.Feed(buf[:n])
+			p.Feed(buf[:n])
 		}
 		if errors.Is(err, io.EOF) {
 			break
