@@ -2,7 +2,6 @@ package stallmetricsconnector // import "github.com/streamstall/streamstall/conn
 
 import (
 	"math"
-	"strings"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -12,7 +11,7 @@ import (
 	"github.com/streamstall/streamstall/internal/exphist"
 	"github.com/streamstall/streamstall/internal/figures"
 	"github.com/streamstall/streamstall/internal/semconv"
-	"github.com/streamstall/streamstall/internal/textcap"
+	"github.com/streamstall/streamstall/internal/truncate"
 )
 
 // Shared read-only attribute values, so that recording allocates nothing.
@@ -224,11 +223,11 @@ func (c *stallMetrics) capped(a aggregate.Attribute) aggregate.Attribute {
 	switch a.Value.Type() {
 	case pcommon.ValueTypeStr:
 		if s := a.Value.Str(); len(s) > limit {
-			a.Value = pcommon.NewValueStr(strings.Clone(textcap.TruncateUTF8(s, limit)))
+			a.Value = pcommon.NewValueStr(truncate.UTF8(s, limit))
 		}
 	case pcommon.ValueTypeBytes, pcommon.ValueTypeSlice, pcommon.ValueTypeMap:
 		if s := a.Value.AsString(); len(s) > limit {
-			a.Value = pcommon.NewValueStr(strings.Clone(textcap.TruncateUTF8(s, limit)))
+			a.Value = pcommon.NewValueStr(truncate.UTF8(s, limit))
 		}
 	default: // ints, doubles, bools and empty values are short
 	}
