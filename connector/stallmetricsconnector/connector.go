@@ -57,7 +57,7 @@ type stallMetrics struct {
 // seriesSet are the data points of every metric.
 type seriesSet struct {
 	ttft, perChunk, ttfa, generation, active, stall, wastedTime *aggregate.Series[*expohisto.Histogram]
-	calls, attempts, wastedTokens                                *aggregate.Series[*int64]
+	calls, attempts, wastedTokens                               *aggregate.Series[*int64]
 }
 
 type extraDimension struct {
