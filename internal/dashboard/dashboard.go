@@ -18,6 +18,32 @@ import (
 // every query variable (label_values(selector, label), query_result(expr) or
 // plain PromQL).
 func MetricNames(path string) ([]string, error) {
+	exprs, err := Expressions(path)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for _, e := range exprs {
+		names, err := ExprMetricNames(e)
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range names {
+			seen[n] = true
+		}
+	}
+	names := make([]string, 0, len(seen))
+	for n := range seen {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// Expressions returns the PromQL of the dashboard at path, in order: every
+// panel target's expr (rows included), then the query of every query
+// variable.
+func Expressions(path string) ([]string, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read dashboard: %w", err)
@@ -51,22 +77,25 @@ func MetricNames(path string) ([]string, error) {
 			exprs = append(exprs, q)
 		}
 	}
-	seen := map[string]bool{}
-	for _, e := range exprs {
-		names, err := ExprMetricNames(e)
-		if err != nil {
-			return nil, err
-		}
-		for _, n := range names {
-			seen[n] = true
-		}
-	}
-	names := make([]string, 0, len(seen))
-	for n := range seen {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names, nil
+	return exprs, nil
+}
+
+// genAIAlternatives pairs the Prometheus names of the two GenAI histograms
+// under the connector's metric_names stable (semantic conventions v1.41)
+// and latest (the conventions' main branch).
+var genAIAlternatives = map[string]string{
+	"gen_ai_client_operation_time_to_first_chunk_seconds":   "gen_ai_client_inference_time_to_first_chunk_seconds",
+	"gen_ai_client_operation_time_per_output_chunk_seconds": "gen_ai_client_inference_time_per_output_chunk_seconds",
+	"gen_ai_client_inference_time_to_first_chunk_seconds":   "gen_ai_client_operation_time_to_first_chunk_seconds",
+	"gen_ai_client_inference_time_per_output_chunk_seconds": "gen_ai_client_operation_time_per_output_chunk_seconds",
+}
+
+// Alternative returns the name the same GenAI histogram has under the other
+// metric_names mode; ok is false for every other metric. The dashboard
+// queries both (rate(a) or rate(b)), so a scrape needs only one of them.
+func Alternative(name string) (alt string, ok bool) {
+	alt, ok = genAIAlternatives[name]
+	return alt, ok
 }
 
 type dashboard struct {
