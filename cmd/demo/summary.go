@@ -88,7 +88,7 @@ func printSummary(w io.Writer, spans []localstack.ReceivedSpan, md pmetric.Metri
 	out.Printf("\nPer call, as the stall processor enriched each span (ms):\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	row := &textout.Printer{W: tw}
-	row.Printf("#\tservice\tspan\tchunks\tTTFT\twall gen\tstall\tstalls\tactive gen\thedge\ttimeline\t\n")
+	row.Printf("#\tservice\tspan\tchunks\tTTFT\tTTFA\twall gen\tstall\tstalls\tactive gen\thedge\ttimeline\t\n")
 	n := 0
 	for _, sp := range spans {
 		a := sp.Attributes()
@@ -102,8 +102,8 @@ func printSummary(w io.Writer, spans []localstack.ReceivedSpan, md pmetric.Metri
 		if v, ok := a.Get(semconv.AttrBurst); ok && v.Bool() {
 			gen += " (burst)"
 		}
-		row.Printf("%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", n, sp.Service, sp.Name(), intAttr(a, semconv.AttrChunkCount),
-			msAttr(a, semconv.AttrTTFTMs), gen, msAttr(a, semconv.AttrStallMs),
+		row.Printf("%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", n, sp.Service, sp.Name(), intAttr(a, semconv.AttrChunkCount),
+			msAttr(a, semconv.AttrTTFTMs), msAttr(a, semconv.AttrTimeToFirstAnswerMs), gen, msAttr(a, semconv.AttrStallMs),
 			intAttr(a, semconv.AttrStallCount), msAttr(a, semconv.AttrActiveGenerationMs), hedgeOutcome(a), spanTimeline(sp.Span))
 	}
 	out.Err = errors.Join(out.Err, row.Err, tw.Flush())

@@ -18,6 +18,18 @@ const (
 	LosersSeparate = "separate"
 )
 
+// Metric names modes: which names the two GenAI histograms are exported under.
+const (
+	// MetricNamesStable is the semantic conventions v1.41 names
+	// (gen_ai.client.operation.*), what dashboards use today.
+	MetricNamesStable = "stable"
+	// MetricNamesLatest is the names of the GenAI conventions' main branch
+	// (gen_ai.client.inference.*).
+	MetricNamesLatest = "latest"
+	// MetricNamesBoth exports each value under both names, for migrations.
+	MetricNamesBoth = "both"
+)
+
 // Temporality modes of the emitted metrics.
 const (
 	TemporalityCumulative = "cumulative"
@@ -56,6 +68,9 @@ type Config struct {
 	Losers string `mapstructure:"losers"`
 	// Temporality is "cumulative" or "delta".
 	Temporality string `mapstructure:"temporality"`
+	// MetricNames chooses the names of the GenAI time-to-first-chunk and
+	// time-per-output-chunk histograms: "stable", "latest" or "both".
+	MetricNames string `mapstructure:"metric_names"`
 	// FlushInterval is the time between two exports.
 	FlushInterval time.Duration `mapstructure:"flush_interval"`
 	// MaxSeries bounds the data points of each metric; values of further
@@ -79,7 +94,8 @@ var (
 // reservedDimensions are set by the connector itself and cannot be configured.
 var reservedDimensions = []string{
 	semconv.AttrServiceName, semconv.AttrProviderName, semconv.AttrRequestModel, semconv.AttrOperationName,
-	semconv.AttrStalled, semconv.AttrHedgeTrigger, semconv.AttrHedgeOutcome, semconv.AttrMetricOverflow,
+	semconv.AttrStalled, semconv.AttrHedgeTrigger, semconv.AttrHedgeOutcome, semconv.AttrHedgeWastedSource,
+	semconv.AttrMetricOverflow,
 }
 
 // Validate checks the configuration; all problems are reported at once.
@@ -90,6 +106,11 @@ func (c *Config) Validate() error {
 	}
 	if c.Temporality != TemporalityCumulative && c.Temporality != TemporalityDelta {
 		errs = append(errs, fmt.Errorf("temporality must be %q or %q, got %q", TemporalityCumulative, TemporalityDelta, c.Temporality))
+	}
+	switch c.MetricNames {
+	case MetricNamesStable, MetricNamesLatest, MetricNamesBoth:
+	default:
+		errs = append(errs, fmt.Errorf("metric_names must be %q, %q or %q, got %q", MetricNamesStable, MetricNamesLatest, MetricNamesBoth, c.MetricNames))
 	}
 	if c.FlushInterval <= 0 {
 		errs = append(errs, fmt.Errorf("flush_interval must be positive, got %v", c.FlushInterval))

@@ -30,6 +30,7 @@ func TestLoadConfig(t *testing.T) {
 				Dimensions:              []Dimension{{Name: "server.address"}, {Name: "deployment.environment.name", Default: &unknown}},
 				Losers:                  LosersSeparate,
 				Temporality:             TemporalityDelta,
+				MetricNames:             MetricNamesBoth,
 				FlushInterval:           30 * time.Second,
 				MaxSeries:               500,
 				MaxDimensionValueLength: 64,
@@ -37,6 +38,8 @@ func TestLoadConfig(t *testing.T) {
 			},
 		},
 		{name: "bad_losers", errs: []string{`losers must be "exclude" or "separate", got "drop"`}},
+		{name: "bad_metric_names", errs: []string{`metric_names must be "stable", "latest" or "both", got "v1.41"`}},
+		{name: "reserved_wasted_source", errs: []string{`dimensions[0]: duplicate or reserved dimension "llm.hedge.wasted.source"`}},
 		{name: "bad_temporality", errs: []string{`temporality must be "cumulative" or "delta", got "AGGREGATION_TEMPORALITY_DELTA"`}},
 		{name: "bad_numbers", errs: []string{
 			"flush_interval must be positive, got 0s",

@@ -56,8 +56,8 @@ type stallMetrics struct {
 
 // seriesSet are the data points of every metric.
 type seriesSet struct {
-	ttft, perChunk, generation, active, stall *aggregate.Series[*exphist.Histogram]
-	calls, attempts                           *aggregate.Series[*int64]
+	ttft, perChunk, ttfa, generation, active, stall, wastedTime *aggregate.Series[*exphist.Histogram]
+	calls, attempts, wastedTokens                               *aggregate.Series[*int64]
 }
 
 type extraDimension struct {
@@ -104,13 +104,16 @@ func newStallMetrics(set connector.Settings, cfg *Config, next consumer.Metrics,
 	newCounter := func() *int64 { return new(int64) }
 	limit := cfg.MaxSeries
 	c.metrics = seriesSet{
-		ttft:       aggregate.NewSeries(limit, newHistogram),
-		perChunk:   aggregate.NewSeries(limit, newHistogram),
-		generation: aggregate.NewSeries(limit, newHistogram),
-		active:     aggregate.NewSeries(limit, newHistogram),
-		stall:      aggregate.NewSeries(limit, newHistogram),
-		calls:      aggregate.NewSeries(limit, newCounter),
-		attempts:   aggregate.NewSeries(limit, newCounter),
+		ttft:         aggregate.NewSeries(limit, newHistogram),
+		perChunk:     aggregate.NewSeries(limit, newHistogram),
+		ttfa:         aggregate.NewSeries(limit, newHistogram),
+		generation:   aggregate.NewSeries(limit, newHistogram),
+		active:       aggregate.NewSeries(limit, newHistogram),
+		stall:        aggregate.NewSeries(limit, newHistogram),
+		wastedTime:   aggregate.NewSeries(limit, newHistogram),
+		calls:        aggregate.NewSeries(limit, newCounter),
+		attempts:     aggregate.NewSeries(limit, newCounter),
+		wastedTokens: aggregate.NewSeries(limit, newCounter),
 	}
 	now := pcommon.NewTimestampFromTime(clock.Now())
 	c.start, c.intervalStart = now, now
@@ -228,15 +231,21 @@ func (c *stallMetrics) flush(ctx context.Context) error {
 }
 
 func (s *seriesSet) histograms() []*aggregate.Series[*exphist.Histogram] {
-	return []*aggregate.Series[*exphist.Histogram]{s.ttft, s.perChunk, s.generation, s.active, s.stall}
+	return []*aggregate.Series[*exphist.Histogram]{s.ttft, s.perChunk, s.ttfa, s.generation, s.active, s.stall, s.wastedTime}
+}
+
+func (s *seriesSet) counters() []*aggregate.Series[*int64] {
+	return []*aggregate.Series[*int64]{s.calls, s.attempts, s.wastedTokens}
 }
 
 // takeOverflowed sums the overflowed lookups of every metric since the
 // previous call.
 func (s *seriesSet) takeOverflowed() int64 {
 	// No histograms(): it allocates, and this runs once per batch.
-	return s.ttft.TakeOverflowed() + s.perChunk.TakeOverflowed() + s.generation.TakeOverflowed() +
-		s.active.TakeOverflowed() + s.stall.TakeOverflowed() + s.calls.TakeOverflowed() + s.attempts.TakeOverflowed()
+	return s.ttft.TakeOverflowed() + s.perChunk.TakeOverflowed() + s.ttfa.TakeOverflowed() +
+		s.generation.TakeOverflowed() + s.active.TakeOverflowed() + s.stall.TakeOverflowed() +
+		s.wastedTime.TakeOverflowed() + s.calls.TakeOverflowed() + s.attempts.TakeOverflowed() +
+		s.wastedTokens.TakeOverflowed()
 }
 
 // reset drops every point.
@@ -244,8 +253,9 @@ func (s *seriesSet) reset() {
 	for _, h := range s.histograms() {
 		h.Reset()
 	}
-	s.calls.Reset()
-	s.attempts.Reset()
+	for _, c := range s.counters() {
+		c.Reset()
+	}
 }
 
 // emptyValues empties every point's value and keeps the point.
@@ -253,8 +263,9 @@ func (s *seriesSet) emptyValues() {
 	for _, h := range s.histograms() {
 		h.All(func(p *aggregate.Point[*exphist.Histogram]) { p.Value.Reset() })
 	}
-	s.calls.All(func(p *aggregate.Point[*int64]) { *p.Value = 0 })
-	s.attempts.All(func(p *aggregate.Point[*int64]) { *p.Value = 0 })
+	for _, c := range s.counters() {
+		c.All(func(p *aggregate.Point[*int64]) { *p.Value = 0 })
+	}
 }
 
 // temporality is the aggregation temporality of the exported points.

@@ -44,10 +44,17 @@ var (
 	// An attempt that failed before any chunk, flagged loser by a condition.
 	failedAttempt = call{service: "chat-api", attrs: genAI("openai", "gpt-4o",
 		semconv.AttrHedgeGroupID, "g2", semconv.AttrHedgeAttempt, 2, semconv.AttrHedgeTrigger, "error", semconv.AttrHedgeLoser, true)}
+	// A loser that reported its usage: 57 output tokens in 251 ms.
+	usageLoser = call{service: "chat-api", attrs: genAI("openai", "gpt-4o",
+		semconv.AttrHedgeGroupID, "g3", semconv.AttrHedgeAttempt, 1, semconv.AttrHedgeTrigger, "stall", semconv.AttrHedgeOutcome, "loser",
+		semconv.AttrUsageOutputTokens, 57), chunksMs: []int64{200, 250}}
+	// A reasoning model: three thinking chunks, then the answer 2 s later.
+	thinker = call{service: "chat-api", attrs: genAI("anthropic", "claude-sonnet-4-5"),
+		chunksMs: []int64{300, 350, 400, 2400, 2450}, reasoning: 3}
 )
 
 func allCalls() []call {
-	return []call{workedExample, trickle, oneChunk, fallbacks, nonStreaming, primaryWinner, hedgeLoser, failedAttempt}
+	return []call{workedExample, trickle, oneChunk, fallbacks, nonStreaming, primaryWinner, hedgeLoser, failedAttempt, usageLoser, thinker}
 }
 
 // histogramPoint finds the only data point of a histogram metric whose
@@ -140,9 +147,31 @@ func TestAllMetrics(t *testing.T) {
 	assert.InDelta(t, 9.25+10.05+0.1, gaps.Sum(), 1e-9)
 
 	assert.Equal(t, int64(2), sumValue(t, md, semconv.MetricCalls, map[string]any{semconv.AttrStalled: true}))
-	assert.Equal(t, int64(3), sumValue(t, md, semconv.MetricCalls, map[string]any{semconv.AttrStalled: false}))
-	assert.Equal(t, int64(3), sumValue(t, md, semconv.MetricHedgeAttempts, nil))
-	assert.Equal(t, int64(2), sumValue(t, md, semconv.MetricHedgeAttempts, map[string]any{semconv.AttrHedgeOutcome: "loser"}))
+	assert.Equal(t, int64(4), sumValue(t, md, semconv.MetricCalls, map[string]any{semconv.AttrStalled: false}))
+	assert.Equal(t, int64(4), sumValue(t, md, semconv.MetricHedgeAttempts, nil))
+	assert.Equal(t, int64(3), sumValue(t, md, semconv.MetricHedgeAttempts, map[string]any{semconv.AttrHedgeOutcome: "loser"}))
+
+	// Time to first answer: every call with an answer chunk; the thinker's
+	// answer came 2.4 s in, its first (reasoning) chunk 0.3 s in.
+	ttfa := histogramPoint(t, md, semconv.MetricTimeToFirstAnswer, gpt4o)
+	assert.Equal(t, uint64(3), ttfa.Count())
+	assert.InDelta(t, 0.1+0+0.4, ttfa.Sum(), 1e-9, "without reasoning, TTFA is TTFT")
+	claude := map[string]any{semconv.AttrServiceName: "chat-api", semconv.AttrProviderName: "anthropic", semconv.AttrRequestModel: "claude-sonnet-4-5"}
+	assert.InDelta(t, 2.4, histogramPoint(t, md, semconv.MetricTimeToFirstAnswer, claude).Sum(), 1e-9)
+	assert.InDelta(t, 0.3, histogramPoint(t, md, semconv.MetricTimeToFirstChunk, claude).Sum(), 1e-9)
+
+	// The cost of hedging: the losers' tokens, from usage or chunk count, and durations.
+	assert.Equal(t, int64(57), sumValue(t, md, semconv.MetricHedgeWastedTokens, map[string]any{
+		semconv.AttrProviderName: "openai", semconv.AttrHedgeWastedSource: semconv.HedgeWastedSourceUsage,
+	}))
+	assert.Equal(t, int64(3), sumValue(t, md, semconv.MetricHedgeWastedTokens, map[string]any{
+		semconv.AttrProviderName: "azure.ai.openai", semconv.AttrHedgeWastedSource: semconv.HedgeWastedSourceChunks,
+	}))
+	assert.Equal(t, int64(60), sumValue(t, md, semconv.MetricHedgeWastedTokens, nil), "the failed attempt had neither usage nor chunks")
+	wasted := histogramPoint(t, md, semconv.MetricHedgeWastedTime, gpt4o)
+	assert.Equal(t, uint64(2), wasted.Count())
+	assert.InDelta(t, 0.001+0.251, wasted.Sum(), 1e-9)
+	assert.InDelta(t, 5.101, histogramPoint(t, md, semconv.MetricHedgeWastedTime, map[string]any{semconv.AttrProviderName: "azure.ai.openai"}).Sum(), 1e-9)
 
 	// Fallbacks: provider from gen_ai.system, model from gen_ai.response.model.
 	histogramPoint(t, md, semconv.MetricTimeToFirstChunk, map[string]any{
@@ -189,9 +218,12 @@ func TestLosersExcludedByFlagAlone(t *testing.T) {
 	p.consume(flagged)
 	p.flush(time.Second)
 	md := onlyExport(t, p)
-	require.Equal(t, 1, md.MetricCount(), "only llm.hedge.attempts")
+	require.Equal(t, 3, md.MetricCount(), "only llm.hedge.attempts and the wasted metrics")
 	assert.Equal(t, int64(1), sumValue(t, md, semconv.MetricHedgeAttempts,
 		map[string]any{semconv.AttrHedgeTrigger: "stall", semconv.AttrHedgeOutcome: "loser"}))
+	assert.Equal(t, int64(3), sumValue(t, md, semconv.MetricHedgeWastedTokens,
+		map[string]any{semconv.AttrHedgeWastedSource: semconv.HedgeWastedSourceChunks}))
+	assert.InDelta(t, 0.501, histogramPoint(t, md, semconv.MetricHedgeWastedTime, nil).Sum(), 1e-9)
 }
 
 func TestOverflow(t *testing.T) {
@@ -458,4 +490,58 @@ func TestExportErrorIsReturnedByShutdown(t *testing.T) {
 	err := p.connector.Shutdown(context.Background())
 	require.ErrorIs(t, err, refused)
 	assert.ErrorContains(t, err, "export stall metrics")
+}
+
+// metric_names: the two GenAI histograms under the v1.41 names, the names of
+// the conventions' main branch, or both with identical data points.
+func TestMetricNames(t *testing.T) {
+	stable := []string{semconv.MetricTimeToFirstChunk, semconv.MetricTimePerOutputChunk}
+	latest := []string{semconv.MetricTimeToFirstChunkLatest, semconv.MetricTimePerOutputChunkLatest}
+	export := func(names string) pmetric.Metrics {
+		cfg := defaultConfig()
+		cfg.MetricNames = names
+		p := newPipeline(t, cfg, nil)
+		p.start()
+		p.consume(workedExample, trickle, thinker)
+		p.flush(time.Second)
+		return onlyExport(t, p)
+	}
+	has := func(md pmetric.Metrics, name string) bool {
+		found := false
+		forMetric(md, name, func(pmetric.Metric) { found = true })
+		return found
+	}
+	for _, tt := range []struct {
+		names         string
+		want, notWant []string
+	}{
+		{names: MetricNamesStable, want: stable, notWant: latest},
+		{names: MetricNamesLatest, want: latest, notWant: stable},
+		{names: MetricNamesBoth, want: append(append([]string(nil), stable...), latest...)},
+	} {
+		t.Run(tt.names, func(t *testing.T) {
+			md := export(tt.names)
+			for _, n := range tt.want {
+				assert.True(t, has(md, n), n)
+			}
+			for _, n := range tt.notWant {
+				assert.False(t, has(md, n), n)
+			}
+			assert.True(t, has(md, semconv.MetricTimeToFirstAnswer), "not a GenAI name: the same in every mode")
+		})
+	}
+
+	// Every value under both names, the same as under either alone.
+	both, alone := export(MetricNamesBoth), export(MetricNamesStable)
+	for i, name := range stable {
+		var want, gotStable, gotLatest pmetric.Metric
+		forMetric(alone, name, func(m pmetric.Metric) { want = m })
+		forMetric(both, name, func(m pmetric.Metric) { gotStable = m })
+		forMetric(both, latest[i], func(m pmetric.Metric) { gotLatest = m })
+		require.Equal(t, 2, want.ExponentialHistogram().DataPoints().Len(), name)
+		assert.Equal(t, want.ExponentialHistogram(), gotStable.ExponentialHistogram(), name)
+		assert.Equal(t, want.ExponentialHistogram(), gotLatest.ExponentialHistogram(), latest[i])
+		assert.Equal(t, want.Unit(), gotLatest.Unit())
+		assert.Equal(t, want.Description(), gotLatest.Description())
+	}
 }

@@ -14,7 +14,39 @@ const (
 	unitSeconds = "s"
 	unitCall    = "{call}"
 	unitAttempt = "{attempt}"
+	unitToken   = "{token}"
 )
+
+// namedHistogram is one exported histogram metric.
+type namedHistogram struct {
+	name, description string
+	series            *aggregate.Series[*exphist.Histogram]
+}
+
+// genAIHistograms are the two GenAI histograms under the names metric_names
+// selects: with "both", each series is exported under the two names.
+func (c *stallMetrics) genAIHistograms() []namedHistogram {
+	const (
+		ttftDescription     = "Time from the start of a streaming call to its first content chunk."
+		perChunkDescription = "Time between two consecutive content chunks of a streaming call."
+	)
+	stable := []namedHistogram{
+		{semconv.MetricTimeToFirstChunk, ttftDescription, c.metrics.ttft},
+		{semconv.MetricTimePerOutputChunk, perChunkDescription, c.metrics.perChunk},
+	}
+	latest := []namedHistogram{
+		{semconv.MetricTimeToFirstChunkLatest, ttftDescription, c.metrics.ttft},
+		{semconv.MetricTimePerOutputChunkLatest, perChunkDescription, c.metrics.perChunk},
+	}
+	switch c.config.MetricNames {
+	case MetricNamesLatest:
+		return latest
+	case MetricNamesBoth:
+		return append(stable, latest...)
+	default:
+		return stable
+	}
+}
 
 // buildMetrics writes every point holding a value, metrics in a fixed order,
 // into one resource (the service is a data point dimension, not a resource)
@@ -27,16 +59,13 @@ func (c *stallMetrics) buildMetrics(now pcommon.Timestamp) pmetric.Metrics {
 	temporality := c.temporality()
 	ms := sm.Metrics()
 
-	histograms := []struct {
-		name, description string
-		series            *aggregate.Series[*exphist.Histogram]
-	}{
-		{semconv.MetricTimeToFirstChunk, "Time from the start of a streaming call to its first content chunk.", c.metrics.ttft},
-		{semconv.MetricTimePerOutputChunk, "Time between two consecutive content chunks of a streaming call.", c.metrics.perChunk},
-		{semconv.MetricGenerationDuration, "Wall-clock time from the first to the last content chunk, stalls included.", c.metrics.generation},
-		{semconv.MetricActiveGenDuration, "Generation time net of stalls: wall-clock generation time minus stall time.", c.metrics.active},
-		{semconv.MetricStallDuration, "Duration of one stall: a run of consecutive gaps longer than the stall threshold.", c.metrics.stall},
-	}
+	histograms := append(c.genAIHistograms(),
+		namedHistogram{semconv.MetricTimeToFirstAnswer, "Time from the start of a streaming call to its first answer chunk: the first content chunk that is not reasoning.", c.metrics.ttfa},
+		namedHistogram{semconv.MetricGenerationDuration, "Wall-clock time from the first to the last content chunk, stalls included.", c.metrics.generation},
+		namedHistogram{semconv.MetricActiveGenDuration, "Generation time net of stalls: wall-clock generation time minus stall time.", c.metrics.active},
+		namedHistogram{semconv.MetricStallDuration, "Duration of one stall: a run of consecutive gaps longer than the stall threshold.", c.metrics.stall},
+		namedHistogram{semconv.MetricHedgeWastedTime, "Duration of a hedge loser's span: time spent on an attempt whose output was thrown away.", c.metrics.wastedTime},
+	)
 	for _, h := range histograms {
 		var eh pmetric.ExponentialHistogram
 		added := false
@@ -68,6 +97,7 @@ func (c *stallMetrics) buildMetrics(now pcommon.Timestamp) pmetric.Metrics {
 	}{
 		{semconv.MetricCalls, "Streaming calls, by whether they stalled.", unitCall, c.metrics.calls},
 		{semconv.MetricHedgeAttempts, "Hedged attempts, by trigger and outcome; losers included.", unitAttempt, c.metrics.attempts},
+		{semconv.MetricHedgeWastedTokens, "Output tokens of hedge losers, from their usage when reported, else their content chunk count (llm.hedge.wasted.source).", unitToken, c.metrics.wastedTokens},
 	}
 	for _, s := range sums {
 		var sum pmetric.Sum

@@ -36,6 +36,7 @@ func createDefaultConfig() component.Config {
 	return &Config{
 		Losers:                  LosersExclude,
 		Temporality:             TemporalityCumulative,
+		MetricNames:             MetricNamesStable,
 		FlushInterval:           defaultFlushInterval,
 		MaxSeries:               defaultMaxSeries,
 		MaxDimensionValueLength: defaultMaxDimensionValueLength,

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/streamstall/streamstall/internal/exphist"
 	"github.com/streamstall/streamstall/internal/figures"
 	"github.com/streamstall/streamstall/internal/semconv"
 )
@@ -19,8 +20,10 @@ import (
 // FuzzConsumeTraces feeds spans whose figures and events are arbitrary, as a
 // foreign or broken producer could send them: the connector must never
 // panic, count every streaming winner with consistent figures once, record
-// nothing but the hedge attempt for a span with inconsistent figures, and
-// export data points whose buckets add up to their count.
+// nothing but the hedge attempt (and a loser's waste) for a span with
+// inconsistent figures, count a loser's chunks as wasted tokens only from
+// consistent figures, and export data points whose buckets add up to their
+// count.
 func FuzzConsumeTraces(f *testing.F) {
 	f.Add(int64(8), 100.0, 9250.0, 250.0, 2000.0, int64(2), 9000.0, false, []byte{1, 0, 0, 0, 0, 0, 0, 100}, 6000.0)
 	f.Add(int64(1), -1.0, math.NaN(), math.Inf(1), -3.0, int64(-1), 1e308, true, []byte{}, 0.0)
@@ -32,6 +35,9 @@ func FuzzConsumeTraces(f *testing.F) {
 	// Consistent figures with stall events: two of 3 s and 6 s.
 	f.Add(int64(8), 100.0, 9250.0, 250.0, 2000.0, int64(2), 9000.0, false,
 		binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, math.Float64bits(3000)|1), math.Float64bits(6000)|1), 6000.0)
+	// A consistent loser, its duration 7,000 ns.
+	f.Add(int64(8000), 100.0, 9250.0, 250.0, 2000.0, int64(2), 9000.0, true, []byte{}, 6000.0)
+
 	f.Fuzz(func(t *testing.T, chunkCount int64, ttftMs, generationMs, activeMs, thresholdMs float64, stallCount int64, stallMs float64, loser bool, events []byte, maxStallMs float64) {
 		sink := new(consumertest.MetricsSink)
 		c, err := newStallMetrics(connectorSettings(), defaultConfig(), sink, clockwork.NewFakeClock())
@@ -41,6 +47,8 @@ func FuzzConsumeTraces(f *testing.F) {
 		td := ptrace.NewTraces()
 		span := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans().AppendEmpty()
 		span.SetStartTimestamp(1_000)
+		// Any end, before the start included.
+		span.SetEndTimestamp(pcommon.Timestamp(uint64(chunkCount)))
 		attrs := span.Attributes()
 		attrs.PutInt(semconv.AttrChunkCount, chunkCount)
 		attrs.PutDouble(semconv.AttrTTFTMs, ttftMs)
@@ -74,7 +82,8 @@ func FuzzConsumeTraces(f *testing.F) {
 		if err := c.flush(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		var calls, attempts int64
+		var calls, attempts, wastedTokens int64
+		var wastedDurations uint64
 		for _, md := range sink.AllMetrics() {
 			forMetric(md, semconv.MetricCalls, func(m pmetric.Metric) {
 				calls += m.Sum().DataPoints().At(0).IntValue()
@@ -82,13 +91,19 @@ func FuzzConsumeTraces(f *testing.F) {
 			forMetric(md, semconv.MetricHedgeAttempts, func(m pmetric.Metric) {
 				attempts += m.Sum().DataPoints().At(0).IntValue()
 			})
+			forMetric(md, semconv.MetricHedgeWastedTokens, func(m pmetric.Metric) {
+				wastedTokens += m.Sum().DataPoints().At(0).IntValue()
+			})
+			forMetric(md, semconv.MetricHedgeWastedTime, func(m pmetric.Metric) {
+				wastedDurations += m.ExponentialHistogram().DataPoints().At(0).Count()
+			})
 			for _, rm := range md.ResourceMetrics().All() {
 				for _, sm := range rm.ScopeMetrics().All() {
 					for _, m := range sm.Metrics().All() {
 						if m.Type() != pmetric.MetricTypeExponentialHistogram {
 							continue
 						}
-						if !consistent {
+						if !consistent && m.Name() != semconv.MetricHedgeWastedTime {
 							t.Fatalf("%s recorded from inconsistent figures", m.Name())
 						}
 						for _, dp := range m.ExponentialHistogram().DataPoints().All() {
@@ -110,6 +125,19 @@ func FuzzConsumeTraces(f *testing.F) {
 		}
 		if calls != wantCalls || attempts != 1 {
 			t.Fatalf("calls %d (want %d), attempts %d (want 1)", calls, wantCalls, attempts)
+		}
+		// No usage on the span: a loser's tokens are its chunk count, when
+		// its figures can be trusted.
+		wantTokens := int64(0)
+		if loser && consistent {
+			wantTokens = chunkCount
+		}
+		wantDurations := uint64(0)
+		if end := uint64(chunkCount); loser && end >= 1_000 && exphist.Valid(float64(end-1_000)/1e9) {
+			wantDurations = 1
+		}
+		if wastedTokens != wantTokens || wastedDurations != wantDurations {
+			t.Fatalf("wasted tokens %d (want %d), wasted durations %d (want %d)", wastedTokens, wantTokens, wastedDurations, wantDurations)
 		}
 	})
 }

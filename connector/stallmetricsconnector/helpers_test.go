@@ -38,6 +38,8 @@ type call struct {
 	attrs    map[string]any
 	startMs  int64
 	chunksMs []int64
+	// reasoning is the number of leading chunks that are reasoning chunks.
+	reasoning int
 }
 
 func (c call) appendTo(td ptrace.Traces) {
@@ -53,12 +55,16 @@ func (c call) appendTo(td ptrace.Traces) {
 	start := epoch.Add(time.Duration(c.startMs) * time.Millisecond)
 	span.SetStartTimestamp(pcommon.NewTimestampFromTime(start))
 	end := start
-	for _, ms := range c.chunksMs {
+	for i, ms := range c.chunksMs {
 		at := start.Add(time.Duration(ms) * time.Millisecond)
 		ev := span.Events().AppendEmpty()
 		ev.SetName(semconv.EventChunk)
 		ev.SetTimestamp(pcommon.NewTimestampFromTime(at))
-		ev.Attributes().PutStr(semconv.AttrChunkKind, semconv.ChunkKindText)
+		kind := semconv.ChunkKindText
+		if i < c.reasoning {
+			kind = semconv.ChunkKindReasoning
+		}
+		ev.Attributes().PutStr(semconv.AttrChunkKind, kind)
 		end = at
 	}
 	span.SetEndTimestamp(pcommon.NewTimestampFromTime(end.Add(time.Millisecond)))

@@ -2,6 +2,7 @@ package stallmetricsconnector // import "github.com/streamstall/streamstall/conn
 
 import (
 	"math"
+	"strconv"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -16,9 +17,11 @@ import (
 
 // Shared read-only attribute values, so that recording allocates nothing.
 var (
-	loserValue      = pcommon.NewValueStr(semconv.HedgeOutcomeLoser)
-	stalledValue    = pcommon.NewValueBool(true)
-	notStalledValue = pcommon.NewValueBool(false)
+	loserValue        = pcommon.NewValueStr(semconv.HedgeOutcomeLoser)
+	stalledValue      = pcommon.NewValueBool(true)
+	notStalledValue   = pcommon.NewValueBool(false)
+	wastedUsageValue  = pcommon.NewValueStr(semconv.HedgeWastedSourceUsage)
+	wastedChunksValue = pcommon.NewValueStr(semconv.HedgeWastedSourceChunks)
 )
 
 // recordSpan records one span. Callers hold mu.
@@ -32,8 +35,9 @@ var (
 // from the processor's attributes; its per-gap and per-stall figures from
 // its chunk events through figures.Derive when the events are still on the
 // span, else from the processor's llm.stream.stall events (see
-// recordGapsAndStalls). Losers stop before the streaming metrics unless
-// losers is "separate".
+// recordGapsAndStalls). A loser's waste (its output tokens and span
+// duration) is recorded in both losers modes; losers stop before the
+// streaming metrics unless losers is "separate".
 func (c *stallMetrics) recordSpan(res pcommon.Map, span ptrace.Span) {
 	attrs := span.Attributes()
 	c.readDimensions(res, attrs)
@@ -43,16 +47,23 @@ func (c *stallMetrics) recordSpan(res pcommon.Map, span ptrace.Span) {
 	}
 
 	fig := figures.ReadAttributes(attrs)
-	if !fig.Any() {
-		return
-	}
-	fig.ReadStallEvents(span.Events())
-	if err := fig.Check(); err != nil {
-		c.inconsistent++
-		if c.logger.Core().Enabled(zap.DebugLevel) {
-			c.logger.Debug("Skipping a span with inconsistent stream figures",
-				zap.Error(err), zap.String("span", span.Name()), zap.Stringer("trace_id", span.TraceID()))
+	consistent := !fig.Any()
+	if fig.Any() {
+		fig.ReadStallEvents(span.Events())
+		if err := fig.Check(); err != nil {
+			c.inconsistent++
+			if c.logger.Core().Enabled(zap.DebugLevel) {
+				c.logger.Debug("Skipping a span with inconsistent stream figures",
+					zap.Error(err), zap.String("span", span.Name()), zap.Stringer("trace_id", span.TraceID()))
+			}
+		} else {
+			consistent = true
 		}
+	}
+	if loser {
+		c.recordWaste(span, &fig, consistent)
+	}
+	if !fig.Any() || !consistent {
 		return
 	}
 	if loser && c.config.Losers == LosersExclude {
@@ -64,6 +75,9 @@ func (c *stallMetrics) recordSpan(res pcommon.Map, span ptrace.Span) {
 
 	if fig.Has(figures.IdxTTFTMs) {
 		c.record(c.metrics.ttft, dims, fig.Float(figures.IdxTTFTMs)/1e3, semconv.AttrTTFTMs, span)
+	}
+	if fig.Has(figures.IdxTimeToFirstAnswerMs) {
+		c.record(c.metrics.ttfa, dims, fig.Float(figures.IdxTimeToFirstAnswerMs)/1e3, semconv.AttrTimeToFirstAnswerMs, span)
 	}
 	stalled := false
 	// A consistent set has the interval figures exactly when chunk_count >= 2.
@@ -120,6 +134,68 @@ func (c *stallMetrics) recordAttempt(attrs pcommon.Map, loser bool) {
 	}
 	dims := append(c.attrs, trigger, outcome)
 	*c.metrics.attempts.Point(dims).Value++
+}
+
+// recordWaste records what a hedge loser consumed, under the span's
+// dimensions: its span duration, and its output tokens from
+// gen_ai.usage.output_tokens when the span has a usable one, else its
+// content chunk count (only from a consistent figure set), each marked with
+// its llm.hedge.wasted.source. A loser without either records no tokens; a
+// span without a usable duration (unset or reversed times) records no
+// duration.
+func (c *stallMetrics) recordWaste(span ptrace.Span, fig *figures.Reported, consistent bool) {
+	if start, end := span.StartTimestamp(), span.EndTimestamp(); start != 0 && end >= start {
+		c.record(c.metrics.wastedTime, c.attrs, float64(end-start)/1e9, "span duration", span)
+	}
+	source := aggregate.Attribute{Name: semconv.AttrHedgeWastedSource, Present: true}
+	tokens, ok := usageOutputTokens(span.Attributes())
+	switch {
+	case ok:
+		source.Value = wastedUsageValue
+	case consistent && fig.Has(figures.IdxChunkCount):
+		tokens, source.Value = fig.Int(figures.IdxChunkCount), wastedChunksValue
+	default:
+		return
+	}
+	if tokens == 0 {
+		return
+	}
+	v := c.metrics.wastedTokens.Point(append(c.attrs, source)).Value
+	// A monotonic counter never wraps: hostile usage saturates it.
+	*v = addSaturating(*v, tokens)
+}
+
+// usageOutputTokens reads gen_ai.usage.output_tokens, which instrumentations
+// write as an int, a double or a decimal string; ok is false when it is
+// absent, negative, or not a whole number of tokens that fits an int64.
+func usageOutputTokens(attrs pcommon.Map) (int64, bool) {
+	v, ok := attrs.Get(semconv.AttrUsageOutputTokens)
+	if !ok {
+		return 0, false
+	}
+	switch v.Type() {
+	case pcommon.ValueTypeInt:
+		return v.Int(), v.Int() >= 0
+	case pcommon.ValueTypeDouble:
+		d := v.Double()
+		if !(d >= 0 && d < math.MaxInt64) || d != math.Trunc(d) {
+			return 0, false
+		}
+		return int64(d), true
+	case pcommon.ValueTypeStr:
+		n, err := strconv.ParseInt(v.Str(), 10, 64)
+		return n, err == nil && n >= 0
+	default:
+		return 0, false
+	}
+}
+
+// addSaturating adds two non-negative counts, stopping at MaxInt64.
+func addSaturating(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 // recordGapsAndStalls records the gaps between chunks and the stalls, and

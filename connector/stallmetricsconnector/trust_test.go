@@ -152,9 +152,9 @@ func TestOverflowLoggedOnceAndCounted(t *testing.T) {
 	assert.Equal(t, zapcore.WarnLevel, entry.Level)
 	assert.Contains(t, entry.Message, "max_series reached")
 	assert.Equal(t, int64(2), entry.ContextMap()["max_series"])
-	// Each two-chunk call looks up five metrics (TTFT, gaps, generation,
-	// active generation, calls): m3, m4 and m5 overflowed in all five.
-	metadatatest.AssertEqualConnectorStallMetricsPointsOverflowed(t, o.tel, []metricdata.DataPoint[int64]{{Value: 15}}, metricdatatest.IgnoreTimestamp())
+	// Each two-chunk call looks up six metrics (TTFT, TTFA, gaps, generation,
+	// active generation, calls): m3, m4 and m5 overflowed in all six.
+	metadatatest.AssertEqualConnectorStallMetricsPointsOverflowed(t, o.tel, []metricdata.DataPoint[int64]{{Value: 18}}, metricdatatest.IgnoreTimestamp())
 }
 
 func TestDimensionValueLength(t *testing.T) {
@@ -203,4 +203,44 @@ func eachPointAttributes(m pmetric.Metric, f func(pcommon.Map)) {
 		}
 	default:
 	}
+}
+
+// Usage is client data: only a whole, non-negative number of tokens counts
+// as usage; anything else falls back to the chunk count. The counter
+// saturates rather than wrap.
+func TestWastedTokensFromHostileUsage(t *testing.T) {
+	for _, tt := range []struct {
+		usage      any
+		wantTokens int64
+		wantSource string
+	}{
+		{usage: int64(12), wantTokens: 12, wantSource: semconv.HedgeWastedSourceUsage},
+		{usage: "12", wantTokens: 12, wantSource: semconv.HedgeWastedSourceUsage},
+		{usage: 12.0, wantTokens: 12, wantSource: semconv.HedgeWastedSourceUsage},
+		{usage: int64(-4), wantTokens: 3, wantSource: semconv.HedgeWastedSourceChunks},
+		{usage: 12.5, wantTokens: 3, wantSource: semconv.HedgeWastedSourceChunks},
+		{usage: math.NaN(), wantTokens: 3, wantSource: semconv.HedgeWastedSourceChunks},
+		{usage: 1e300, wantTokens: 3, wantSource: semconv.HedgeWastedSourceChunks},
+		{usage: "many", wantTokens: 3, wantSource: semconv.HedgeWastedSourceChunks},
+		{usage: true, wantTokens: 3, wantSource: semconv.HedgeWastedSourceChunks},
+	} {
+		loser := hedgeLoser
+		loser.attrs = genAI("openai", "gpt-4o", semconv.AttrHedgeOutcome, "loser", semconv.AttrUsageOutputTokens, tt.usage)
+		p := newPipeline(t, defaultConfig(), nil)
+		p.start()
+		p.consume(loser)
+		p.flush(time.Second)
+		md := onlyExport(t, p)
+		assert.Equal(t, tt.wantTokens, sumValue(t, md, semconv.MetricHedgeWastedTokens, map[string]any{semconv.AttrHedgeWastedSource: tt.wantSource}), "%v", tt.usage)
+	}
+
+	assert.Equal(t, int64(math.MaxInt64), addSaturating(math.MaxInt64-1, 5))
+	assert.Equal(t, int64(7), addSaturating(2, 5))
+	p := newPipeline(t, defaultConfig(), nil)
+	p.start()
+	huge := hedgeLoser
+	huge.attrs = genAI("openai", "gpt-4o", semconv.AttrHedgeOutcome, "loser", semconv.AttrUsageOutputTokens, int64(math.MaxInt64-10))
+	p.consume(huge, huge)
+	p.flush(time.Second)
+	assert.Equal(t, int64(math.MaxInt64), sumValue(t, onlyExport(t, p), semconv.MetricHedgeWastedTokens, nil))
 }

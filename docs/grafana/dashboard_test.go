@@ -28,21 +28,56 @@ const dashboardPath = "streamstall.json"
 
 // TestDashboardUsesConnectorMetrics checks every metric name in the
 // dashboard's queries against the Prometheus names of what the connector
-// emits for spans that exercise all its metrics, and that no connector
-// metric is left off the dashboard.
+// emits for spans that exercise all its metrics, under each metric_names
+// mode, and that no connector metric is left off the dashboard.
 func TestDashboardUsesConnectorMetrics(t *testing.T) {
 	used, err := dashboard.MetricNames(dashboardPath)
 	require.NoError(t, err)
 	require.NotEmpty(t, used)
 
-	emitted := prometheusNames(t, emitAll(t))
-	require.Len(t, emitted, 7, "every metric of docs/contract.md section 6")
-	for _, name := range used {
-		assert.Contains(t, emitted, name, "the dashboard queries %s, which the connector does not emit", name)
+	var all []string
+	for mode, want := range map[string]int{
+		stallmetricsconnector.MetricNamesStable: 10,
+		stallmetricsconnector.MetricNamesLatest: 10,
+		stallmetricsconnector.MetricNamesBoth:   12,
+	} {
+		emitted := prometheusNames(t, emitAll(t, mode))
+		require.Len(t, emitted, want, "every metric of docs/contract.md section 6, metric_names %s", mode)
+		all = append(all, emitted...)
 	}
-	for _, name := range emitted {
+	for _, name := range used {
+		assert.Contains(t, all, name, "the dashboard queries %s, which the connector does not emit", name)
+	}
+	for _, name := range all {
 		assert.Contains(t, used, name, "the dashboard does not show %s", name)
 	}
+}
+
+// TestDashboardWorksWithEveryMetricNames checks that every query finds its
+// data whatever metric_names the connector runs with: each metric name in it
+// is emitted, or it is a GenAI histogram whose name under the other mode is
+// in the same query and emitted (rate(stable) or rate(latest)).
+func TestDashboardWorksWithEveryMetricNames(t *testing.T) {
+	exprs, err := dashboard.Expressions(dashboardPath)
+	require.NoError(t, err)
+	alternatives := 0
+	for _, mode := range []string{stallmetricsconnector.MetricNamesStable, stallmetricsconnector.MetricNamesLatest, stallmetricsconnector.MetricNamesBoth} {
+		emitted := prometheusNames(t, emitAll(t, mode))
+		for _, expr := range exprs {
+			names, err := dashboard.ExprMetricNames(expr)
+			require.NoError(t, err)
+			for _, n := range names {
+				if slices.Contains(emitted, n) {
+					continue
+				}
+				alt, ok := dashboard.Alternative(n)
+				assert.True(t, ok && slices.Contains(names, alt) && slices.Contains(emitted, alt),
+					"with metric_names %s, %s is not emitted and the query has no alternative: %s", mode, n, expr)
+				alternatives++
+			}
+		}
+	}
+	assert.Positive(t, alternatives, "the GenAI histograms are queried under both names")
 }
 
 // TestDashboardIsImportable checks what Grafana's import needs: the data
@@ -107,13 +142,16 @@ func TestDashboardIsImportable(t *testing.T) {
 	assert.Equal(t, []string{"service", "model", "provider"}, vars)
 }
 
-// emitAll runs streaming spans (a stalled winner, a hedge loser) through the
-// stall processor and the connector and returns the connector's export.
-func emitAll(t *testing.T) pmetric.Metrics {
+// emitAll runs streaming spans (a stalled winner of a reasoning model, a
+// hedge loser) through the stall processor and the connector, with
+// metric_names set to metricNames, and returns the connector's export.
+func emitAll(t *testing.T, metricNames string) pmetric.Metrics {
 	t.Helper()
 	sink := new(consumertest.MetricsSink)
 	cf := stallmetricsconnector.NewFactory()
-	conn, err := cf.CreateTracesToMetrics(context.Background(), connectortest.NewNopSettings(cf.Type()), cf.CreateDefaultConfig(), sink)
+	ccfg := cf.CreateDefaultConfig().(*stallmetricsconnector.Config)
+	ccfg.MetricNames = metricNames
+	conn, err := cf.CreateTracesToMetrics(context.Background(), connectortest.NewNopSettings(cf.Type()), ccfg, sink)
 	require.NoError(t, err)
 	pf := stallprocessor.NewFactory()
 	proc, err := pf.CreateTraces(context.Background(), processortest.NewNopSettings(pf.Type()), pf.CreateDefaultConfig(), conn)
@@ -130,6 +168,7 @@ func emitAll(t *testing.T) pmetric.Metrics {
 		span := rs.ScopeSpans().AppendEmpty().Spans().AppendEmpty()
 		span.SetName("chat gpt-4o")
 		span.SetStartTimestamp(pcommon.NewTimestampFromTime(start))
+		span.SetEndTimestamp(pcommon.NewTimestampFromTime(start.Add(4500 * time.Millisecond)))
 		attrs := span.Attributes()
 		attrs.PutStr(semconv.AttrProviderName, "openai")
 		attrs.PutStr(semconv.AttrRequestModel, "gpt-4o")
@@ -139,10 +178,15 @@ func emitAll(t *testing.T) pmetric.Metrics {
 		if i > 0 {
 			attrs.PutStr(semconv.AttrHedgeTrigger, semconv.HedgeTriggerStall)
 		}
-		for _, ms := range []int{300, 350, 4350, 4400} {
+		for c, ms := range []int{300, 350, 4350, 4400} {
 			ev := span.Events().AppendEmpty()
 			ev.SetName(semconv.EventChunk)
 			ev.SetTimestamp(pcommon.NewTimestampFromTime(start.Add(time.Duration(ms) * time.Millisecond)))
+			kind := semconv.ChunkKindText
+			if c == 0 {
+				kind = semconv.ChunkKindReasoning
+			}
+			ev.Attributes().PutStr(semconv.AttrChunkKind, kind)
 		}
 	}
 	require.NoError(t, proc.ConsumeTraces(context.Background(), td))

@@ -18,19 +18,9 @@ import (
 // every query variable (label_values(selector, label), query_result(expr) or
 // plain PromQL).
 func MetricNames(path string) ([]string, error) {
-	d, err := load(path)
+	exprs, err := Expressions(path)
 	if err != nil {
 		return nil, err
-	}
-	exprs := d.panelExprs()
-	vars, err := d.variables()
-	if err != nil {
-		return nil, err
-	}
-	for _, v := range vars {
-		if v.Selector != "" {
-			exprs = append(exprs, v.Selector)
-		}
 	}
 	seen := map[string]bool{}
 	for _, e := range exprs {
@@ -48,6 +38,45 @@ func MetricNames(path string) ([]string, error) {
 	}
 	slices.Sort(names)
 	return names, nil
+}
+
+// Expressions returns the PromQL of the dashboard at path, in order: every
+// panel target's expr (rows included), then the query of every query
+// variable.
+func Expressions(path string) ([]string, error) {
+	d, err := load(path)
+	if err != nil {
+		return nil, err
+	}
+	exprs := d.panelExprs()
+	vars, err := d.variables()
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range vars {
+		if v.Selector != "" {
+			exprs = append(exprs, v.Selector)
+		}
+	}
+	return exprs, nil
+}
+
+// genAIAlternatives pairs the Prometheus names of the two GenAI histograms
+// under the connector's metric_names stable (semantic conventions v1.41)
+// and latest (the conventions' main branch).
+var genAIAlternatives = map[string]string{
+	"gen_ai_client_operation_time_to_first_chunk_seconds":   "gen_ai_client_inference_time_to_first_chunk_seconds",
+	"gen_ai_client_operation_time_per_output_chunk_seconds": "gen_ai_client_inference_time_per_output_chunk_seconds",
+	"gen_ai_client_inference_time_to_first_chunk_seconds":   "gen_ai_client_operation_time_to_first_chunk_seconds",
+	"gen_ai_client_inference_time_per_output_chunk_seconds": "gen_ai_client_operation_time_per_output_chunk_seconds",
+}
+
+// Alternative returns the name the same GenAI histogram has under the other
+// metric_names mode; ok is false for every other metric. The dashboard
+// queries both (rate(a) or rate(b)), so a scrape needs only one of them.
+func Alternative(name string) (alt string, ok bool) {
+	alt, ok = genAIAlternatives[name]
+	return alt, ok
 }
 
 type dashboard struct {

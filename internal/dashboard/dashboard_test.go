@@ -62,4 +62,19 @@ func TestPrometheusName(t *testing.T) {
 	assert.Equal(t, "gen_ai_client_operation_time_to_first_chunk_seconds", PrometheusName("gen_ai.client.operation.time_to_first_chunk", "s", false))
 	assert.Equal(t, "llm_stream_calls_total", PrometheusName("llm.stream.calls", "{call}", true))
 	assert.Equal(t, "llm_hedge_attempts_total", PrometheusName("llm.hedge.attempts", "{attempt}", true))
+	assert.Equal(t, "llm_hedge_wasted_output_tokens_total", PrometheusName("llm.hedge.wasted_output_tokens", "{token}", true))
+}
+
+func TestAlternative(t *testing.T) {
+	alt, ok := Alternative("gen_ai_client_operation_time_to_first_chunk_seconds")
+	assert.True(t, ok)
+	assert.Equal(t, "gen_ai_client_inference_time_to_first_chunk_seconds", alt)
+	back, ok := Alternative(alt)
+	assert.True(t, ok)
+	assert.Equal(t, "gen_ai_client_operation_time_to_first_chunk_seconds", back)
+	alt, ok = Alternative("gen_ai_client_inference_time_per_output_chunk_seconds")
+	assert.True(t, ok)
+	assert.Equal(t, "gen_ai_client_operation_time_per_output_chunk_seconds", alt)
+	_, ok = Alternative("llm_stream_calls_total")
+	assert.False(t, ok)
 }

@@ -165,13 +165,7 @@ func (r *Reported) Check() error {
 	if err := r.checkInterval(n); err != nil {
 		return err
 	}
-	if r.Has(IdxReasoningChunkCount) && r.ints[IdxReasoningChunkCount] > n {
-		return fmt.Errorf("%s: %d exceeds %s %d", semconv.AttrReasoningChunkCount, r.ints[IdxReasoningChunkCount], semconv.AttrChunkCount, n)
-	}
-	if r.Has(IdxTimeToFirstAnswerMs) && r.Has(IdxTTFTMs) && r.floats[IdxTimeToFirstAnswerMs] < r.floats[IdxTTFTMs]-Tolerance(r.floats[IdxTTFTMs]) {
-		return fmt.Errorf("%s: %v precedes %s %v", semconv.AttrTimeToFirstAnswerMs, r.floats[IdxTimeToFirstAnswerMs], semconv.AttrTTFTMs, r.floats[IdxTTFTMs])
-	}
-	return nil
+	return r.checkReasoning(n)
 }
 
 // checkInterval checks the figures that need two chunks, and the stall events.
@@ -242,6 +236,58 @@ func (r *Reported) checkInterval(n int64) error {
 		return fmt.Errorf("a %s event of %v ms exceeds %s %v", semconv.EventStall, r.stallMaxMs, semconv.AttrMaxStallMs, maxStall)
 	case r.stallSumMs > stall+Tolerance(stall):
 		return fmt.Errorf("the %s events sum to %v ms, more than %s %v", semconv.EventStall, r.stallSumMs, semconv.AttrStallMs, stall)
+	}
+	return nil
+}
+
+// checkReasoning checks the reasoning figures against the chunk count and
+// TTFT. The first chunk is the first reasoning chunk or the first answer
+// chunk, whichever came first, so when both TTFT and TTFA are known, TTFA is
+// TTFT plus the reasoning time (zero when no reasoning preceded the answer).
+// A set without any reasoning figure is consistent: TTFA is not required,
+// since a first tier of an earlier version does not write it.
+func (r *Reported) checkReasoning(n int64) error {
+	reasoningChunks := int64(0)
+	if r.Has(IdxReasoningChunkCount) {
+		reasoningChunks = r.ints[IdxReasoningChunkCount]
+		switch {
+		case reasoningChunks < 1:
+			return fmt.Errorf("%s: written only when positive", semconv.AttrReasoningChunkCount)
+		case reasoningChunks > n:
+			return fmt.Errorf("%s: %d exceeds %s %d", semconv.AttrReasoningChunkCount, reasoningChunks, semconv.AttrChunkCount, n)
+		}
+	}
+	hasAnswer := reasoningChunks < n
+	ttfa, reasoning := r.floats[IdxTimeToFirstAnswerMs], r.floats[IdxReasoningMs]
+	if r.Has(IdxTimeToFirstAnswerMs) && !hasAnswer {
+		return fmt.Errorf("%s: present, but every chunk is a reasoning chunk", semconv.AttrTimeToFirstAnswerMs)
+	}
+	if r.Has(IdxReasoningMs) {
+		switch {
+		case !r.Has(IdxReasoningChunkCount):
+			return fmt.Errorf("%s: present without %s", semconv.AttrReasoningMs, semconv.AttrReasoningChunkCount)
+		case !hasAnswer:
+			return fmt.Errorf("%s: present, but every chunk is a reasoning chunk", semconv.AttrReasoningMs)
+		case !r.Has(IdxGenerationMs):
+			return fmt.Errorf("%s: present without the interval figures", semconv.AttrReasoningMs)
+		case reasoning > r.floats[IdxGenerationMs]+Tolerance(r.floats[IdxGenerationMs]):
+			return fmt.Errorf("%s %v exceeds %s %v", semconv.AttrReasoningMs, reasoning, semconv.AttrGenerationMs, r.floats[IdxGenerationMs])
+		}
+	}
+	switch {
+	case r.Has(IdxTTFTMs) && r.Has(IdxTimeToFirstAnswerMs):
+		// reasoning is 0 when absent: the first chunk was an answer chunk.
+		if ttft := r.floats[IdxTTFTMs]; math.Abs(ttfa-(ttft+reasoning)) > Tolerance(ttfa) {
+			return fmt.Errorf("%s %v is not %s + %s = %v", semconv.AttrTimeToFirstAnswerMs, ttfa, semconv.AttrTTFTMs, semconv.AttrReasoningMs, ttft+reasoning)
+		}
+	case r.Has(IdxTTFTMs) && r.Has(IdxReasoningMs):
+		return fmt.Errorf("%s: absent, but %s and %s are present", semconv.AttrTimeToFirstAnswerMs, semconv.AttrTTFTMs, semconv.AttrReasoningMs)
+	case r.Has(IdxTimeToFirstAnswerMs):
+		// Without TTFT the first chunk precedes the span start while the
+		// first answer does not: reasoning came first, and began before the start.
+		if !r.Has(IdxReasoningMs) || reasoning < ttfa-Tolerance(ttfa) {
+			return fmt.Errorf("%s: present without %s, so the first chunk precedes the span start: it needs a longer %s", semconv.AttrTimeToFirstAnswerMs, semconv.AttrTTFTMs, semconv.AttrReasoningMs)
+		}
 	}
 	return nil
 }

@@ -90,6 +90,24 @@ func TestCheck(t *testing.T) {
 			a.PutDouble(semconv.AttrReasoningMs, 50)
 			a.PutInt(semconv.AttrReasoningChunkCount, 1)
 		}},
+		{name: "reasoning after the answer started", change: func(s ptrace.Span) {
+			a := s.Attributes()
+			a.PutDouble(semconv.AttrTimeToFirstAnswerMs, 100)
+			a.PutInt(semconv.AttrReasoningChunkCount, 3)
+		}},
+		{name: "only reasoning chunks", change: func(s ptrace.Span) {
+			s.Attributes().PutInt(semconv.AttrReasoningChunkCount, 8)
+		}},
+		{name: "reasoning began before the span start", change: func(s ptrace.Span) {
+			a := s.Attributes()
+			a.Remove(semconv.AttrTTFTMs)
+			a.PutDouble(semconv.AttrTimeToFirstAnswerMs, 100)
+			a.PutDouble(semconv.AttrReasoningMs, 250)
+			a.PutInt(semconv.AttrReasoningChunkCount, 2)
+		}},
+		{name: "a first tier without reasoning figures", change: func(s ptrace.Span) {
+			s.Attributes().Remove(semconv.AttrTimeToFirstAnswerMs)
+		}},
 
 		// Issue rows: forged figures with no chunk evidence.
 		{name: "forged stall figures without chunk_count", change: func(s ptrace.Span) {
@@ -178,7 +196,67 @@ func TestCheck(t *testing.T) {
 		}, wantErr: "exceeds llm.stream.chunk_count 8"},
 		{name: "first answer before the first chunk", change: func(s ptrace.Span) {
 			s.Attributes().PutDouble(semconv.AttrTimeToFirstAnswerMs, 99)
-		}, wantErr: "precedes llm.stream.ttft_ms"},
+		}, wantErr: "is not llm.stream.ttft_ms + llm.stream.reasoning_ms = 100"},
+		{name: "first answer later than ttft without reasoning", change: func(s ptrace.Span) {
+			s.Attributes().PutDouble(semconv.AttrTimeToFirstAnswerMs, 150)
+		}, wantErr: "is not llm.stream.ttft_ms + llm.stream.reasoning_ms = 100"},
+		{name: "reasoning time that does not add up", change: func(s ptrace.Span) {
+			a := s.Attributes()
+			a.PutDouble(semconv.AttrTimeToFirstAnswerMs, 150)
+			a.PutDouble(semconv.AttrReasoningMs, 40)
+			a.PutInt(semconv.AttrReasoningChunkCount, 1)
+		}, wantErr: "= 140"},
+		{name: "reasoning_chunk_count zero", change: func(s ptrace.Span) {
+			s.Attributes().PutInt(semconv.AttrReasoningChunkCount, 0)
+		}, wantErr: "reasoning_chunk_count: written only when positive"},
+		{name: "reasoning_chunk_count a double", change: func(s ptrace.Span) {
+			s.Attributes().PutDouble(semconv.AttrReasoningChunkCount, 1)
+		}, wantErr: "want Int, got Double"},
+		{name: "first answer when every chunk is reasoning", change: func(s ptrace.Span) {
+			a := s.Attributes()
+			a.PutInt(semconv.AttrReasoningChunkCount, 8)
+			a.PutDouble(semconv.AttrTimeToFirstAnswerMs, 100)
+		}, wantErr: "time_to_first_answer_ms: present, but every chunk is a reasoning chunk"},
+		{name: "reasoning time when every chunk is reasoning", change: func(s ptrace.Span) {
+			a := s.Attributes()
+			a.PutInt(semconv.AttrReasoningChunkCount, 8)
+			a.PutDouble(semconv.AttrReasoningMs, 10)
+		}, wantErr: "reasoning_ms: present, but every chunk is a reasoning chunk"},
+		{name: "reasoning time without reasoning chunks", change: func(s ptrace.Span) {
+			a := s.Attributes()
+			a.PutDouble(semconv.AttrTimeToFirstAnswerMs, 150)
+			a.PutDouble(semconv.AttrReasoningMs, 50)
+		}, wantErr: "present without llm.stream.reasoning_chunk_count"},
+		{name: "reasoning time longer than generation", change: func(s ptrace.Span) {
+			a := s.Attributes()
+			a.PutDouble(semconv.AttrTimeToFirstAnswerMs, 9451)
+			a.PutDouble(semconv.AttrReasoningMs, 9351)
+			a.PutInt(semconv.AttrReasoningChunkCount, 1)
+		}, wantErr: "exceeds llm.stream.generation_ms"},
+		{name: "reasoning time without interval figures", change: func(s ptrace.Span) {
+			keepOnly(s, semconv.AttrChunkCount, semconv.AttrTTFTMs)
+			s.Events().RemoveIf(func(ptrace.SpanEvent) bool { return true })
+			a := s.Attributes()
+			a.PutDouble(semconv.AttrTimeToFirstAnswerMs, 150)
+			a.PutDouble(semconv.AttrReasoningMs, 50)
+			a.PutInt(semconv.AttrReasoningChunkCount, 1)
+		}, wantErr: "reasoning_ms: present without the interval figures"},
+		{name: "reasoning time with ttft but no first answer", change: func(s ptrace.Span) {
+			a := s.Attributes()
+			a.PutDouble(semconv.AttrReasoningMs, 50)
+			a.PutInt(semconv.AttrReasoningChunkCount, 1)
+		}, wantErr: "time_to_first_answer_ms: absent, but"},
+		{name: "first answer without ttft nor reasoning", change: func(s ptrace.Span) {
+			s.Attributes().Remove(semconv.AttrTTFTMs)
+			s.Attributes().PutDouble(semconv.AttrTimeToFirstAnswerMs, 100)
+		}, wantErr: "needs a longer llm.stream.reasoning_ms"},
+		{name: "first answer without ttft, reasoning too short", change: func(s ptrace.Span) {
+			a := s.Attributes()
+			a.Remove(semconv.AttrTTFTMs)
+			a.PutDouble(semconv.AttrTimeToFirstAnswerMs, 100)
+			a.PutDouble(semconv.AttrReasoningMs, 90)
+			a.PutInt(semconv.AttrReasoningChunkCount, 2)
+		}, wantErr: "needs a longer llm.stream.reasoning_ms"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,8 +1,9 @@
 // Package figures is the one definition of streamstall's stream figures
 // (docs/contract.md section 4): TTFT, wall-clock and active generation time, stall time,
-// stall count, stall positions and active tokens per second. Everything that
-// needs a figure (the stall processor, the metrics connector, the hedging
-// client, the demo) computes it here, from timestamps alone.
+// stall count, stall positions, active tokens per second, and the time to the
+// first answer chunk past the reasoning. Everything that needs a figure (the
+// stall processor, the metrics connector, the hedging client, the demo)
+// computes it here, from timestamps and chunk kinds alone.
 package figures
 
 import "slices"
@@ -122,4 +123,66 @@ func PrepareChunkTimes(ts []int64) []int64 {
 		slices.Sort(out)
 	}
 	return out
+}
+
+// Kinds summarizes the kinds of a stream's chunks, in any order: what the
+// reasoning figures need. An answer chunk is any chunk whose
+// llm.stream.chunk.kind is not reasoning (text, tool_call, or no kind at
+// all). The zero value is an empty stream.
+type Kinds struct {
+	// ReasoningChunks counts the reasoning chunks.
+	ReasoningChunks int
+	// FirstReasoning is the earliest reasoning chunk (valid when
+	// ReasoningChunks > 0).
+	FirstReasoning int64
+	// HasAnswer says whether an answer chunk exists; FirstAnswer is the
+	// earliest one.
+	HasAnswer   bool
+	FirstAnswer int64
+}
+
+// Add counts one chunk at time t (unix nanoseconds).
+func (k *Kinds) Add(t int64, reasoning bool) {
+	if reasoning {
+		if k.ReasoningChunks == 0 || t < k.FirstReasoning {
+			k.FirstReasoning = t
+		}
+		k.ReasoningChunks++
+		return
+	}
+	if !k.HasAnswer || t < k.FirstAnswer {
+		k.FirstAnswer = t
+	}
+	k.HasAnswer = true
+}
+
+// Reasoning are the reasoning-aware figures of one stream (docs/contract.md
+// section 4). Durations are nanoseconds.
+type Reasoning struct {
+	// HasTTFA is true when an answer chunk exists at or after the span
+	// start; TTFA is then the time from the start to the first answer chunk.
+	HasTTFA bool
+	TTFA    int64
+	// HasReasoningTime is true when a reasoning chunk and an answer chunk
+	// exist and the first reasoning chunk is not after the first answer
+	// chunk; ReasoningTime is then the time between the two.
+	HasReasoningTime bool
+	ReasoningTime    int64
+	// ReasoningChunks is the number of reasoning chunks (the figure is
+	// present only when it is at least 1).
+	ReasoningChunks int
+}
+
+// DeriveReasoning computes the reasoning figures of one stream from its span
+// start and the kinds of its chunks. Stalls do not depend on kinds: Derive
+// computes them over every content chunk, reasoning ones included.
+func DeriveReasoning(start int64, k Kinds) Reasoning {
+	r := Reasoning{ReasoningChunks: k.ReasoningChunks}
+	if k.HasAnswer && k.FirstAnswer >= start {
+		r.HasTTFA, r.TTFA = true, k.FirstAnswer-start
+	}
+	if k.HasAnswer && k.ReasoningChunks > 0 && k.FirstReasoning <= k.FirstAnswer {
+		r.HasReasoningTime, r.ReasoningTime = true, k.FirstAnswer-k.FirstReasoning
+	}
+	return r
 }

@@ -120,3 +120,53 @@ func FuzzDerive(f *testing.F) {
 		require.Equal(t, fg.StallTotal, sum)
 	})
 }
+
+func TestDeriveReasoning(t *testing.T) {
+	kinds := func(chunks ...any) Kinds {
+		var k Kinds
+		for i := 0; i < len(chunks); i += 2 {
+			k.Add(chunks[i].(int64)*ms, chunks[i+1].(bool))
+		}
+		return k
+	}
+	const R, A = true, false
+	tests := []struct {
+		name  string
+		start int64
+		k     Kinds
+		want  Reasoning
+	}{
+		{name: "no chunk", k: kinds(), want: Reasoning{}},
+		{name: "answer only", k: kinds(int64(100), A, int64(150), A), want: Reasoning{HasTTFA: true, TTFA: 100 * ms}},
+		{
+			name: "reasoning, then the answer", k: kinds(int64(100), R, int64(200), R, int64(900), A, int64(950), A),
+			want: Reasoning{HasTTFA: true, TTFA: 900 * ms, HasReasoningTime: true, ReasoningTime: 800 * ms, ReasoningChunks: 2},
+		},
+		{
+			name: "out of order", k: kinds(int64(950), A, int64(200), R, int64(900), A, int64(100), R),
+			want: Reasoning{HasTTFA: true, TTFA: 900 * ms, HasReasoningTime: true, ReasoningTime: 800 * ms, ReasoningChunks: 2},
+		},
+		{name: "reasoning only", k: kinds(int64(100), R, int64(200), R), want: Reasoning{ReasoningChunks: 2}},
+		{
+			name: "reasoning after the answer started", k: kinds(int64(100), A, int64(200), R),
+			want: Reasoning{HasTTFA: true, TTFA: 100 * ms, ReasoningChunks: 1},
+		},
+		{
+			name: "reasoning and answer at the same instant", k: kinds(int64(300), R, int64(300), A),
+			want: Reasoning{HasTTFA: true, TTFA: 300 * ms, HasReasoningTime: true, ReasoningChunks: 1},
+		},
+		{
+			name: "answer before the span start", start: 500 * ms, k: kinds(int64(100), R, int64(400), A),
+			want: Reasoning{HasReasoningTime: true, ReasoningTime: 300 * ms, ReasoningChunks: 1},
+		},
+		{
+			name: "reasoning before the span start", start: 500 * ms, k: kinds(int64(100), R, int64(700), A),
+			want: Reasoning{HasTTFA: true, TTFA: 200 * ms, HasReasoningTime: true, ReasoningTime: 600 * ms, ReasoningChunks: 1},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, DeriveReasoning(tt.start, tt.k))
+		})
+	}
+}

@@ -68,8 +68,8 @@ const (
 	AttrActiveTPS          = "llm.stream.active_tps"
 	AttrStallEventsDropped = "llm.stream.stall_events_dropped"
 
-	// Figures of the first answer chunk and of reasoning (names fixed ahead
-	// of their implementation; the processor removes them until it writes them).
+	// Figures of the first answer chunk and of reasoning: an answer chunk is
+	// a chunk whose llm.stream.chunk.kind is not reasoning.
 	AttrTimeToFirstAnswerMs = "llm.stream.time_to_first_answer_ms"
 	AttrReasoningMs         = "llm.stream.reasoning_ms"
 	AttrReasoningChunkCount = "llm.stream.reasoning_chunk_count"
@@ -90,6 +90,13 @@ const (
 	AttrHedgeLoser           = "llm.hedge.loser"
 	AttrHedgeOutcomeInferred = "llm.hedge.outcome_inferred"
 
+	// AttrHedgeWastedSource says where a loser's wasted output tokens came
+	// from, on llm.hedge.wasted_output_tokens: its usage, or its content
+	// chunk count when it reported no usage.
+	AttrHedgeWastedSource   = "llm.hedge.wasted.source"
+	HedgeWastedSourceUsage  = "usage"
+	HedgeWastedSourceChunks = "chunks"
+
 	HedgeTriggerTTFT  = "ttft"
 	HedgeTriggerStall = "stall"
 	HedgeTriggerError = "error"
@@ -100,13 +107,22 @@ const (
 
 // Metrics of the stall_metrics connector (docs/contract.md section 6).
 const (
-	MetricTimeToFirstChunk   = "gen_ai.client.operation.time_to_first_chunk"
-	MetricTimePerOutputChunk = "gen_ai.client.operation.time_per_output_chunk"
+	// The GenAI histograms under their semantic conventions v1.41 names
+	// (metric_names: stable) and under the names of the conventions' main
+	// branch (metric_names: latest).
+	MetricTimeToFirstChunk         = "gen_ai.client.operation.time_to_first_chunk"
+	MetricTimePerOutputChunk       = "gen_ai.client.operation.time_per_output_chunk"
+	MetricTimeToFirstChunkLatest   = "gen_ai.client.inference.time_to_first_chunk"
+	MetricTimePerOutputChunkLatest = "gen_ai.client.inference.time_per_output_chunk"
+
+	MetricTimeToFirstAnswer  = "llm.stream.time_to_first_answer"
 	MetricGenerationDuration = "llm.stream.generation.duration"
 	MetricActiveGenDuration  = "llm.stream.active_generation.duration"
 	MetricStallDuration      = "llm.stream.stall.duration"
 	MetricCalls              = "llm.stream.calls"
 	MetricHedgeAttempts      = "llm.hedge.attempts"
+	MetricHedgeWastedTokens  = "llm.hedge.wasted_output_tokens"
+	MetricHedgeWastedTime    = "llm.hedge.wasted_duration"
 
 	AttrStalled        = "llm.stream.stalled"
 	AttrMetricOverflow = "otel.metric.overflow"

@@ -26,8 +26,9 @@ const (
 // goes silent for 3 s; elsewhere chunks are 20 ms apart.
 var benchStallAfter = [3]int{50, 100, 150}
 
-// benchmarkInput is 1,000 OpenLLMetry-shaped streaming spans of 200 chunk
-// events with three stalls each.
+// benchmarkInput is 1,000 streaming spans of 200 chunk events with three
+// stalls each, every chunk event carrying llm.stream.chunk.kind as
+// streamstall's proxy writes it.
 func benchmarkInput() ptrace.Traces {
 	td, spans := newTraces()
 	for s := range benchSpans {
@@ -47,6 +48,7 @@ func benchmarkInput() ptrace.Traces {
 			ev := span.Events().AppendEmpty()
 			ev.SetName(semconv.EventChunk)
 			ev.SetTimestamp(pcommon.Timestamp(at))
+			ev.Attributes().PutStr(semconv.AttrChunkKind, semconv.ChunkKindText)
 			at += 20 * ms
 			for _, after := range benchStallAfter {
 				if c == after {
@@ -60,17 +62,22 @@ func benchmarkInput() ptrace.Traces {
 }
 
 // baselineEnrich is the floor any implementation pays: it reads every event
-// timestamp and writes the same attributes and stall events as the processor,
-// reading the stalls at the positions the input is known to have them instead
-// of looking for them.
+// timestamp and chunk kind and writes the same attributes and stall events as
+// the processor, reading the stalls at the positions the input is known to
+// have them instead of looking for them.
 func baselineEnrich(td ptrace.Traces, times []int64) []int64 {
 	spans := firstScope(td)
 	for i := 0; i < spans.Len(); i++ {
 		span := spans.At(i)
 		events := span.Events()
 		times = times[:0]
+		firstAnswer := int64(-1)
 		for j := 0; j < events.Len(); j++ {
-			times = append(times, int64(events.At(j).Timestamp()))
+			ev := events.At(j)
+			times = append(times, int64(ev.Timestamp()))
+			if kind, ok := ev.Attributes().Get(semconv.AttrChunkKind); firstAnswer < 0 && (!ok || kind.Str() != semconv.ChunkKindReasoning) {
+				firstAnswer = int64(ev.Timestamp())
+			}
 		}
 		first, last := times[0], times[len(times)-1]
 		ttft := first - int64(span.StartTimestamp())
@@ -81,7 +88,7 @@ func baselineEnrich(td ptrace.Traces, times []int64) []int64 {
 			maxStall = max(maxStall, gap)
 		}
 		attrs := span.Attributes()
-		attrs.EnsureCapacity(attrs.Len() + 12)
+		attrs.EnsureCapacity(attrs.Len() + 15)
 		attrs.PutInt(semconv.AttrChunkCount, int64(len(times)))
 		attrs.PutDouble(semconv.AttrTTFTMs, figures.Millis(ttft))
 		attrs.PutDouble(semconv.AttrTimeToFirstChunk, float64(ttft)/1e9)
@@ -93,6 +100,7 @@ func baselineEnrich(td ptrace.Traces, times []int64) []int64 {
 		attrs.PutDouble(semconv.AttrActiveGenerationMs, figures.Millis(last-first-stallTotal))
 		tokens, _ := attrs.Get(semconv.AttrUsageOutputTokens)
 		attrs.PutDouble(semconv.AttrActiveTPS, float64(tokens.Int()-1)/(float64(last-first-stallTotal)/1e9))
+		attrs.PutDouble(semconv.AttrTimeToFirstAnswerMs, figures.Millis(firstAnswer-int64(span.StartTimestamp())))
 		events.EnsureCapacity(events.Len() + len(benchStallAfter))
 		for _, after := range benchStallAfter {
 			ev := events.AppendEmpty()

@@ -19,7 +19,7 @@ import (
 // chunk event gets no figure; the figures it carries (a first tier dropped
 // its chunk events) are kept only when they are consistent.
 func (p *stallProcessor) enrich(ctx context.Context, s *scratch, rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, span ptrace.Span, tally *batchTally) (first int64, hasChunk bool, err error) {
-	hasStallEvents, err := p.collectChunkTimes(ctx, s, rs, ss, span)
+	hasStallEvents, kinds, err := p.collectChunkTimes(ctx, s, rs, ss, span)
 	if err != nil {
 		return 0, false, err
 	}
@@ -32,10 +32,12 @@ func (p *stallProcessor) enrich(ctx context.Context, s *scratch, rs ptrace.Resou
 	start := span.StartTimestamp()
 	f := figures.Derive(int64(min(start, math.MaxInt64)), times, p.threshold, s.stalls)
 	s.stalls = f.Stalls
+	r := figures.DeriveReasoning(int64(min(start, math.MaxInt64)), kinds)
 	if start == 0 || start > math.MaxInt64 {
-		// An unset (or unrepresentable) span start makes TTFT unknown, not
-		// the age of the epoch.
+		// An unset (or unrepresentable) span start makes TTFT and TTFA
+		// unknown, not the age of the epoch.
 		f.HasTTFT, f.TTFT = false, 0
+		r.HasTTFA, r.TTFA = false, 0
 	}
 
 	// The chunk events are the evidence: the span gets the whole figure set
@@ -44,7 +46,7 @@ func (p *stallProcessor) enrich(ctx context.Context, s *scratch, rs ptrace.Resou
 	// another config, or figures set by a client). Values are overwritten in
 	// place, so that processing twice gives the identical span.
 	attrs := span.Attributes()
-	writeFigures(attrs, &f, p.maxStallEvents)
+	writeFigures(attrs, &f, &r, p.maxStallEvents)
 	if hasStallEvents || p.dropChunks {
 		idx := 0
 		events.RemoveIf(func(ev ptrace.SpanEvent) bool {
@@ -89,11 +91,11 @@ func (p *stallProcessor) checkCarried(span ptrace.Span, hasStallEvents bool, tal
 }
 
 // collectChunkTimes gathers the measurable chunk times of span, sorted, into
-// s.chunkTimes, and with drop_chunk_events marks the chunk events in
-// s.chunkMask. It is the per-event hot path: the default config takes
-// collectByName, a name lookup per event and nothing else; OTTL runs only
-// when chunk_events::conditions are configured.
-func (p *stallProcessor) collectChunkTimes(ctx context.Context, s *scratch, rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, span ptrace.Span) (hasStallEvents bool, err error) {
+// s.chunkTimes, summarizes their kinds, and with drop_chunk_events marks the
+// chunk events in s.chunkMask. It is the per-event hot path: the default
+// config takes collectByName, a name lookup and a kind lookup per event and
+// nothing else; OTTL runs only when chunk_events::conditions are configured.
+func (p *stallProcessor) collectChunkTimes(ctx context.Context, s *scratch, rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, span ptrace.Span) (hasStallEvents bool, kinds figures.Kinds, err error) {
 	c := timeCollector{times: s.chunkTimes[:0]}
 	if p.conditions.chunkEvent == nil && !p.dropChunks {
 		hasStallEvents = p.collectByName(&c, span.Events())
@@ -101,7 +103,7 @@ func (p *stallProcessor) collectChunkTimes(ctx context.Context, s *scratch, rs p
 		hasStallEvents, err = p.collectSelected(ctx, &c, s, rs, ss, span)
 	}
 	s.chunkTimes = c.sorted()
-	return hasStallEvents, err
+	return hasStallEvents, c.kinds, err
 }
 
 func (p *stallProcessor) collectByName(c *timeCollector, events ptrace.SpanEventSlice) (hasStallEvents bool) {
@@ -112,7 +114,7 @@ func (p *stallProcessor) collectByName(c *timeCollector, events ptrace.SpanEvent
 			hasStallEvents = hasStallEvents || name == semconv.EventStall
 			continue
 		}
-		c.add(ev.Timestamp())
+		c.add(ev.Timestamp(), isReasoning(ev))
 	}
 	return hasStallEvents
 }
@@ -139,21 +141,32 @@ func (p *stallProcessor) collectSelected(ctx context.Context, c *timeCollector, 
 			hasStallEvents = hasStallEvents || name == semconv.EventStall
 			continue
 		}
-		c.add(ev.Timestamp())
+		c.add(ev.Timestamp(), isReasoning(ev))
 	}
 	s.chunkMask = mask
 	return hasStallEvents, nil
 }
 
-// timeCollector accumulates chunk times and notes whether they arrived in
-// order, so that the common, sorted case is never sorted again.
+// isReasoning reports whether a chunk event carries a reasoning delta. A
+// chunk without llm.stream.chunk.kind, or with any other value, is an answer
+// chunk (docs/contract.md section 3). Map.Get scans the event's few
+// attributes in place: no allocation.
+func isReasoning(ev ptrace.SpanEvent) bool {
+	v, ok := ev.Attributes().Get(semconv.AttrChunkKind)
+	return ok && v.Type() == pcommon.ValueTypeStr && v.Str() == semconv.ChunkKindReasoning
+}
+
+// timeCollector accumulates chunk times and their kinds, and notes whether
+// the times arrived in order, so that the common, sorted case is never
+// sorted again.
 type timeCollector struct {
 	times    []int64
+	kinds    figures.Kinds
 	last     int64
 	unsorted bool
 }
 
-func (c *timeCollector) add(ts pcommon.Timestamp) {
+func (c *timeCollector) add(ts pcommon.Timestamp, reasoning bool) {
 	// Unset (zero) times and times past 2262, which do not fit the signed
 	// arithmetic of the figures, are not measurable.
 	if ts-1 >= math.MaxInt64 {
@@ -163,6 +176,7 @@ func (c *timeCollector) add(ts pcommon.Timestamp) {
 	c.unsorted = c.unsorted || t < c.last
 	c.last = t
 	c.times = append(c.times, t)
+	c.kinds.Add(t, reasoning)
 }
 
 func (c *timeCollector) sorted() []int64 {
@@ -175,9 +189,9 @@ func (c *timeCollector) sorted() []int64 {
 // writeFigures writes the attributes of docs/contract.md section 4 with their presence
 // rules, then removes every other figure attribute, and any second copy of
 // one (OTLP can carry a key twice; Put rewrites the first).
-func writeFigures(attrs pcommon.Map, f *figures.Figures, maxStallEvents int) {
+func writeFigures(attrs pcommon.Map, f *figures.Figures, r *figures.Reasoning, maxStallEvents int) {
 	var produced figures.Set
-	attrs.EnsureCapacity(attrs.Len() + 12)
+	attrs.EnsureCapacity(attrs.Len() + 15)
 	attrs.PutInt(semconv.AttrChunkCount, int64(f.ChunkCount))
 	produced.Add(figures.IdxChunkCount)
 	if f.HasTTFT {
@@ -209,6 +223,18 @@ func writeFigures(attrs pcommon.Map, f *figures.Figures, maxStallEvents int) {
 	if dropped := len(f.Stalls) - min(len(f.Stalls), maxStallEvents); dropped > 0 {
 		attrs.PutInt(semconv.AttrStallEventsDropped, int64(dropped))
 		produced.Add(figures.IdxStallEventsDropped)
+	}
+	if r.HasTTFA {
+		attrs.PutDouble(semconv.AttrTimeToFirstAnswerMs, figures.Millis(r.TTFA))
+		produced.Add(figures.IdxTimeToFirstAnswerMs)
+	}
+	if r.HasReasoningTime {
+		attrs.PutDouble(semconv.AttrReasoningMs, figures.Millis(r.ReasoningTime))
+		produced.Add(figures.IdxReasoningMs)
+	}
+	if r.ReasoningChunks > 0 {
+		attrs.PutInt(semconv.AttrReasoningChunkCount, int64(r.ReasoningChunks))
+		produced.Add(figures.IdxReasoningChunkCount)
 	}
 	var seen figures.Set
 	attrs.RemoveIf(func(k string, _ pcommon.Value) bool {

@@ -23,11 +23,16 @@ import (
 // names, a keepalive, a stale stall event and an unrelated event.
 var fuzzEventNames = []string{semconv.EventChunk, semconv.EventChunkLegacy, semconv.EventKeepalive, semconv.EventStall, "gen_ai.choice"}
 
+// fuzzChunkKinds are the llm.stream.chunk.kind values a fuzzed event may
+// carry: none, the three kinds, and one no emitter writes.
+var fuzzChunkKinds = []string{"", semconv.ChunkKindText, semconv.ChunkKindReasoning, semconv.ChunkKindToolCall, "thinking"}
+
 const fuzzEventSize = 9 // one byte of kind, eight of timestamp
 
 // fuzzSpans decodes data into two spans: each event is a kind byte and a raw
 // little-endian uint64 timestamp, so zero, duplicate, unsorted, pre-start and
-// out-of-range times all occur.
+// out-of-range times all occur. The kind byte chooses the event name (modulo
+// the names) and its llm.stream.chunk.kind (the quotient, modulo the kinds).
 func fuzzSpans(data []byte, start uint64, outputTokens int64) ptrace.Traces {
 	td, spans := newTraces()
 	for range 2 {
@@ -39,6 +44,9 @@ func fuzzSpans(data []byte, start uint64, outputTokens int64) ptrace.Traces {
 		span := spans.At((i / fuzzEventSize) % 2)
 		ev := span.Events().AppendEmpty()
 		ev.SetName(fuzzEventNames[int(data[i])%len(fuzzEventNames)])
+		if kind := fuzzChunkKinds[int(data[i])/len(fuzzEventNames)%len(fuzzChunkKinds)]; kind != "" {
+			ev.Attributes().PutStr(semconv.AttrChunkKind, kind)
+		}
 		ev.SetTimestamp(pcommon.Timestamp(binary.LittleEndian.Uint64(data[i+1:])))
 	}
 	return td
@@ -126,6 +134,16 @@ func FuzzStallProcessor(f *testing.F) {
 		semconv.AttrHedgeOutcome, 1, semconv.AttrActiveGenerationMs, 100.0,
 		semconv.AttrHedgeOutcome, 1, semconv.AttrBurst, true))
 
+	// Reasoning chunks (kind byte 10), then answer chunks (5), with a stall
+	// inside the reasoning; and reasoning after the answer began.
+	f.Add(append(fuzzSeed(10, start, 200, 250, 3000, 3050), fuzzSeed(5, start, 3100, 3150, 3200)...), start, int64(20), uint16(2000), uint8(32), []byte(nil))
+	f.Add(append(fuzzSeed(15, start, 100, 150), fuzzSeed(10, start, 200, 250)...), start, int64(5), uint16(2000), uint8(32), []byte(nil))
+	// Forged reasoning figures on a span without chunks.
+	f.Add(fuzzSeed(10, start, 100), start, int64(0), uint16(2000), uint8(32), forgedSeed(
+		semconv.AttrHedgeOutcome, 1, semconv.AttrChunkCount, 1,
+		semconv.AttrHedgeOutcome, 1, semconv.AttrTimeToFirstAnswerMs, 100.0,
+		semconv.AttrHedgeOutcome, 1, semconv.AttrReasoningChunkCount, 1))
+
 	f.Fuzz(func(t *testing.T, data []byte, start uint64, outputTokens int64, thresholdMs uint16, maxStallEvents uint8, forged []byte) {
 		cfg := createDefaultConfig().(*Config)
 		cfg.StallThreshold = time.Duration(max(thresholdMs, 1)) * time.Millisecond
@@ -136,6 +154,10 @@ func FuzzStallProcessor(f *testing.F) {
 		input := ptrace.NewTraces()
 		td.CopyTo(input)
 		chunkCounts := countValidChunks(td)
+		wantReasoning := make([]figures.Reasoning, 2)
+		for i := range wantReasoning {
+			wantReasoning[i] = referenceReasoning(firstScope(td).At(i))
+		}
 		sink := new(consumertest.TracesSink)
 		proc, err := NewFactory().CreateTraces(context.Background(), newTestSettings(t), cfg, sink)
 		require.NoError(t, err)
@@ -147,6 +169,9 @@ func FuzzStallProcessor(f *testing.F) {
 		spans, inSpans := firstScope(once), firstScope(input)
 		for i := 0; i < spans.Len(); i++ {
 			checkInvariants(t, spans.At(i), chunkCounts[i], cfg.MaxStallEvents)
+			if chunkCounts[i] > 0 {
+				checkReasoning(t, spans.At(i), wantReasoning[i])
+			}
 			checkCarried(t, inSpans.At(i), spans.At(i), chunkCounts[i])
 		}
 
@@ -225,10 +250,6 @@ func checkInvariants(t *testing.T, span ptrace.Span, chunks int64, maxStallEvent
 	n, ok := attrs.Get(semconv.AttrChunkCount)
 	require.True(t, ok)
 	require.Equal(t, chunks, n.Int())
-	for _, unproduced := range []string{semconv.AttrTimeToFirstAnswerMs, semconv.AttrReasoningMs, semconv.AttrReasoningChunkCount} {
-		_, ok := attrs.Get(unproduced)
-		assert.False(t, ok, "%s is not written by this processor", unproduced)
-	}
 	if ttft, ok := attrs.Get(semconv.AttrTTFTMs); ok {
 		assert.GreaterOrEqual(t, ttft.Double(), 0.0)
 	}
@@ -262,5 +283,62 @@ func checkInvariants(t *testing.T, span ptrace.Span, chunks int64, maxStallEvent
 	assert.Equal(t, stallCount, events+dropped)
 	if tps, ok := attrs.Get(semconv.AttrActiveTPS); ok {
 		assert.Greater(t, tps.Double(), 0.0)
+	}
+}
+
+// referenceReasoning computes the reasoning figures of a span straight from
+// docs/contract.md section 4, apart from the processor's code path: over the
+// measurable chunk events, a1 is the first chunk whose kind is not
+// reasoning and r1 the first reasoning chunk.
+func referenceReasoning(span ptrace.Span) figures.Reasoning {
+	var r figures.Reasoning
+	var a1, r1 uint64
+	hasAnswer := false
+	for _, ev := range span.Events().All() {
+		ts := uint64(ev.Timestamp())
+		if (ev.Name() != semconv.EventChunk && ev.Name() != semconv.EventChunkLegacy) || ts == 0 || ts > math.MaxInt64 {
+			continue
+		}
+		kind, _ := ev.Attributes().Get(semconv.AttrChunkKind)
+		if kind.Str() == semconv.ChunkKindReasoning {
+			if r.ReasoningChunks == 0 || ts < r1 {
+				r1 = ts
+			}
+			r.ReasoningChunks++
+			continue
+		}
+		if !hasAnswer || ts < a1 {
+			a1 = ts
+		}
+		hasAnswer = true
+	}
+	start := uint64(span.StartTimestamp())
+	if hasAnswer && start != 0 && start <= math.MaxInt64 && a1 >= start {
+		r.HasTTFA, r.TTFA = true, int64(a1-start)
+	}
+	if hasAnswer && r.ReasoningChunks > 0 && r1 <= a1 {
+		r.HasReasoningTime, r.ReasoningTime = true, int64(a1-r1)
+	}
+	return r
+}
+
+// checkReasoning holds the reasoning figures of a span with chunks to the
+// reference: each present exactly under its rule, with its value.
+func checkReasoning(t *testing.T, span ptrace.Span, want figures.Reasoning) {
+	attrs := span.Attributes()
+	ttfa, ok := attrs.Get(semconv.AttrTimeToFirstAnswerMs)
+	require.Equal(t, want.HasTTFA, ok, semconv.AttrTimeToFirstAnswerMs)
+	if ok {
+		assert.Equal(t, figures.Millis(want.TTFA), ttfa.Double())
+	}
+	reasoning, ok := attrs.Get(semconv.AttrReasoningMs)
+	require.Equal(t, want.HasReasoningTime, ok, semconv.AttrReasoningMs)
+	if ok {
+		assert.Equal(t, figures.Millis(want.ReasoningTime), reasoning.Double())
+	}
+	count, ok := attrs.Get(semconv.AttrReasoningChunkCount)
+	require.Equal(t, want.ReasoningChunks > 0, ok, semconv.AttrReasoningChunkCount)
+	if ok {
+		assert.Equal(t, int64(want.ReasoningChunks), count.Int())
 	}
 }

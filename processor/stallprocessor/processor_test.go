@@ -57,6 +57,7 @@ var goldenCases = []struct {
 	{name: "active_tps"},
 	{name: "existing_time_to_first_chunk"},
 	{name: "second_tier"},
+	{name: "reasoning"},
 	{name: "forged_figures"},
 	{name: "max_stall_events", configure: func(c *Config) { c.MaxStallEvents = 2 }},
 	{name: "drop_chunk_events", configure: func(c *Config) { c.DropChunkEvents = true }},

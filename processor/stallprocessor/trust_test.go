@@ -46,8 +46,9 @@ func TestForgedFiguresOnOneChunk(t *testing.T) {
 	assertSameBytes(t, want, runProcessor(t, createDefaultConfig().(*Config), once))
 }
 
-// A forged figure that the config cannot produce (the reasoning figures are
-// not written yet) is removed from a span with chunk evidence too, and so is
+// A forged figure that the chunk evidence does not produce (reasoning figures
+// on a span without reasoning chunks) is removed from a span with chunk
+// evidence too, a forged value of one it produces is overwritten, and so is
 // a second copy of a figure the processor writes.
 func TestUnproducedAndDuplicateFiguresRemoved(t *testing.T) {
 	const body = `{"resourceSpans":[{"scopeSpans":[{"spans":[{
@@ -56,6 +57,7 @@ func TestUnproducedAndDuplicateFiguresRemoved(t *testing.T) {
 		{"key":"llm.stream.chunk_count","value":{"intValue":"40"}},
 		{"key":"llm.stream.chunk_count","value":{"intValue":"41"}},
 		{"key":"llm.stream.reasoning_chunk_count","value":{"intValue":"3"}},
+		{"key":"llm.stream.reasoning_ms","value":{"doubleValue":30}},
 		{"key":"llm.stream.time_to_first_answer_ms","value":{"doubleValue":3}},
 		{"key":"llm.stream.oversized_frames","value":{"intValue":"2"}}],
 		"events":[{"name":"gen_ai.content.completion.chunk","timeUnixNano":"1767225600100000000"},
@@ -72,10 +74,11 @@ func TestUnproducedAndDuplicateFiguresRemoved(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 1, counts, "one chunk_count")
-	for _, gone := range []string{semconv.AttrReasoningChunkCount, semconv.AttrTimeToFirstAnswerMs} {
+	for _, gone := range []string{semconv.AttrReasoningChunkCount, semconv.AttrReasoningMs} {
 		_, ok := got.Get(gone)
 		assert.False(t, ok, gone)
 	}
+	assert.Equal(t, 100.0, attr(t, got, semconv.AttrTimeToFirstAnswerMs).Double(), "derived from the chunks, not the forged 3")
 	assert.Equal(t, int64(2), attr(t, got, "llm.stream.oversized_frames").Int(), "not a figure: kept")
 	want := ptrace.NewTraces()
 	once.CopyTo(want)
