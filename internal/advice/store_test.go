@@ -45,8 +45,16 @@ func TestStoreAdviceAndMinSamples(t *testing.T) {
 	e = s.Advice(t0, "", "").Advice[0]
 	assert.Equal(t, int64(10), e.Samples)
 	assert.Equal(t, int64(1), e.Censored)
+	assert.Nil(t, e.HedgeDelayMs, "the censored sample above every event hides the p95 (F tops out at 0.9)")
+	assert.InEpsilon(t, 900, e.TTFTMs["p90"], 0.02)
+	assert.NotContains(t, e.TTFTMs, "p95")
+
+	for range 10 {
+		record(s, t0, k, Sample{TTFT: int64(3 * time.Second)})
+	}
+	e = s.Advice(t0, "", "").Advice[0]
 	require.NotNil(t, e.HedgeDelayMs)
-	assert.InEpsilon(t, 900, *e.HedgeDelayMs, 0.02, "the censored sample above every event leaves p95 at the largest event")
+	assert.InEpsilon(t, 3000, *e.HedgeDelayMs, 0.02)
 	require.NotNil(t, e.StallAfterMs)
 	assert.InEpsilon(t, 20, *e.StallAfterMs, 0.02)
 	assert.InEpsilon(t, 20, e.GapMs["p999"], 0.02)
