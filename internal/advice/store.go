@@ -140,15 +140,7 @@ func (s *Store) Len() int {
 func (s *Store) lookup(now int64, k Key) *series {
 	k.Provider = truncate(k.Provider, s.cfg.MaxLabelLength)
 	k.Model = truncate(k.Model, s.cfg.MaxLabelLength)
-	s.key = appendString(s.key[:0], k.Provider)
-	s.key = appendString(s.key, k.Model)
-	for i := range s.dims {
-		v := ""
-		if i < len(k.Dims) {
-			v = k.Dims[i]
-		}
-		s.key = appendString(s.key, truncate(v, s.cfg.MaxLabelLength))
-	}
+	s.appendKey(k)
 	if sr, ok := s.series[string(s.key)]; ok {
 		return sr
 	}
@@ -164,6 +156,20 @@ func (s *Store) lookup(now int64, k Key) *series {
 	sr := &series{key: Key{Provider: k.Provider, Model: k.Model, Dims: dims}, w: NewWindow(int64(s.cfg.Window), s.cfg.Slots)}
 	s.series[string(s.key)] = sr
 	return sr
+}
+
+// appendKey encodes k (provider and model already cut) into s.key.
+func (s *Store) appendKey(k Key) []byte {
+	s.key = appendString(s.key[:0], truncate(k.Provider, s.cfg.MaxLabelLength))
+	s.key = appendString(s.key, truncate(k.Model, s.cfg.MaxLabelLength))
+	for i := range s.dims {
+		v := ""
+		if i < len(k.Dims) {
+			v = k.Dims[i]
+		}
+		s.key = appendString(s.key, truncate(v, s.cfg.MaxLabelLength))
+	}
+	return s.key
 }
 
 // evictIdle removes the series that saw nothing for a whole window and
@@ -194,6 +200,18 @@ func truncate(v string, n int) string {
 		n--
 	}
 	return strings.Clone(v[:n])
+}
+
+// Read merges the window of the series of k, as current at now, into dst
+// and reports whether the series exists; the caller holds the lock. It is
+// the raw sample behind an entry (cmd/hedgesim compares estimators on it).
+func (s *Store) Read(now int64, k Key, dst *Merged) bool {
+	sr := s.series[string(s.appendKey(k))]
+	if sr == nil {
+		return false
+	}
+	sr.w.Merged(now, dst)
+	return true
 }
 
 // Advice returns the advice at now of the series matching provider and

@@ -165,3 +165,17 @@ func TestWindowRotation(t *testing.T) {
 	w.Merged(t0+int64(time.Hour), m)
 	assert.Equal(t, 2.0, m.TTFT.Count())
 }
+
+func TestStoreRead(t *testing.T) {
+	s := NewStore(testConfig(), nil)
+	k := Key{Provider: "openai", Model: "gpt-4o"}
+	record(s, t0, k, Sample{TTFT: 1e9})
+	record(s, t0, k, Sample{TTFT: 2e9, Censored: true})
+	m := NewMerged()
+	s.Lock()
+	defer s.Unlock()
+	require.True(t, s.Read(t0, k, m))
+	assert.Equal(t, 1.0, m.TTFT.Events())
+	assert.Equal(t, 1.0, m.TTFT.Censored())
+	assert.False(t, s.Read(t0, Key{Provider: "x", Model: "y"}, m))
+}
