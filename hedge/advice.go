@@ -110,7 +110,7 @@ type adviceFetcher struct {
 	done   chan struct{}
 	once   sync.Once
 
-	mu      sync.Mutex
+	mu        sync.Mutex
 	lastErr   error
 	refreshes int // fetches done, for tests
 }

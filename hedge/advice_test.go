@@ -168,9 +168,9 @@ func TestMatchWeightsEntriesBySamples(t *testing.T) {
 	entries := []advice.Entry{
 		{Provider: "openai", Model: "m", Samples: 300, HedgeDelayMs: d(100)},
 		{Provider: "OpenAI", Model: "m", Samples: 100, HedgeDelayMs: d(200)},
-		{Provider: "openai", Model: "m", Samples: 50},                        // no recommendation
+		{Provider: "openai", Model: "m", Samples: 50},                         // no recommendation
 		{Provider: "openai", Model: "other", Samples: 50, HedgeDelayMs: d(1)}, // another model
-		{Provider: "openai", Model: "m", Samples: 50, HedgeDelayMs: d(-5)},   // hostile
+		{Provider: "openai", Model: "m", Samples: 50, HedgeDelayMs: d(-5)},    // hostile
 	}
 	got := match(entries, "openai", "m")
 	require.NotNil(t, got)
