@@ -140,3 +140,23 @@ func TestCensoredMergeAndClear(t *testing.T) {
 	a.Clear()
 	assert.Zero(t, a.Count())
 }
+
+// TestWorkedExample is the example of docs/hedging.md: ten hedged calls at a
+// 100 ms delay, whose losers were cancelled before their first content.
+func TestWorkedExample(t *testing.T) {
+	c := NewCensored()
+	for _, ms := range []float64{40, 40, 50, 60, 60, 70, 80, 80, 90, 600} {
+		c.Add(ms)
+	}
+	for _, ms := range []float64{140, 160, 180, 500} {
+		c.AddCensored(ms)
+	}
+	km, ok := c.Quantiles([]float64{0.5, 0.9}, nil)
+	require.Equal(t, []bool{true, true}, ok)
+	assert.InEpsilon(t, 80, km[0], 0.01)
+	assert.InEpsilon(t, 600, km[1], 0.01)
+	naive50, _ := c.NaiveQuantile(0.5)
+	naive90, _ := c.NaiveQuantile(0.9)
+	assert.InEpsilon(t, 60, naive50, 0.01)
+	assert.InEpsilon(t, 90, naive90, 0.01)
+}
