@@ -25,6 +25,9 @@ const (
 	// maxAdviceBody bounds the advice read: thousands of series fit.
 	maxAdviceBody = 4 << 20
 	advicePath    = "/v1/hedge/advice"
+	// maxAdviceSamples bounds the weight of one entry, so that a hostile
+	// count cannot overflow the blend.
+	maxAdviceSamples = 1 << 40
 )
 
 // AdviceOption configures fleet advice.
@@ -181,9 +184,13 @@ func (f *adviceFetcher) fetch(ctx context.Context) (*advice.Response, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("hedge: advice answered %d", resp.StatusCode)
 	}
+	return decodeAdvice(resp.Body)
+}
+
+// decodeAdvice reads an advice body, at most maxAdviceBody bytes of it.
+func decodeAdvice(r io.Reader) (*advice.Response, error) {
 	var out advice.Response
-	dec := json.NewDecoder(io.LimitReader(resp.Body, maxAdviceBody))
-	if err := dec.Decode(&out); err != nil {
+	if err := json.NewDecoder(io.LimitReader(r, maxAdviceBody)).Decode(&out); err != nil {
 		return nil, fmt.Errorf("hedge: advice: %w", err)
 	}
 	return &out, nil
@@ -206,7 +213,7 @@ func match(entries []advice.Entry, provider, model string) *hedgecore.FleetAdvic
 			continue
 		}
 		d := *e.HedgeDelayMs
-		if !(d > 0 && d < 86_400_000) { // a day: anything above is not a delay
+		if !(d > 0 && d < 86_400_000) || e.Samples > maxAdviceSamples { // a day: anything above is not a delay
 			continue
 		}
 		weighted += float64(e.Samples) * d

@@ -285,7 +285,7 @@ func TestServeOverHTTP(t *testing.T) {
 
 	resp, err := http.Get(fmt.Sprintf("http://%s%s?provider=openai", endpoint, AdvicePath))
 	require.NoError(t, err)
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	body, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
@@ -303,7 +303,7 @@ func TestServeOverHTTP(t *testing.T) {
 func TestStartFailsOnBusyPort(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	defer ln.Close()
+	defer func() { _ = ln.Close() }()
 	cfg := testConfig()
 	cfg.ServerConfig.NetAddr.Endpoint = ln.Addr().String()
 	exp, err := NewFactory().CreateTraces(context.Background(), exportertest.NewNopSettings(metadata.Type), cfg)

@@ -146,7 +146,7 @@ func (c *Censored) Quantiles(qs []float64, dst []float64) ([]float64, []bool) {
 		atRisk -= d + cens
 		// A relative slack absorbs the rounding of the product.
 		for next < len(qs) && qs[next] > 0 && qs[next] < 1 && 1-surv >= qs[next]-1e-9 {
-			vals[next] = c.events.IndexMapping.Value(idx)
+			vals[next] = c.events.Value(idx)
 			ok[next] = true
 			next++
 		}
