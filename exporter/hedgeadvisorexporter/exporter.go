@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync"
 
@@ -16,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/streamstall/streamstall/exporter/hedgeadvisorexporter/internal/attempt"
+	"github.com/streamstall/streamstall/exporter/hedgeadvisorexporter/internal/metadata"
 	"github.com/streamstall/streamstall/internal/advice"
 	"github.com/streamstall/streamstall/internal/semconv"
 )
@@ -32,28 +34,34 @@ const maxFilterLength = 1024
 
 // advisor aggregates attempt spans into the store and serves its advice.
 type advisor struct {
-	cfg    *Config
-	set    exporter.Settings
-	clock  clockwork.Clock
-	store  *advice.Store
-	reader *attempt.Reader // guarded by the store's lock
-	dims   []string
-	key    advice.Key // guarded by the store's lock
+	cfg       *Config
+	set       exporter.Settings
+	telemetry *metadata.TelemetryBuilder
+	clock     clockwork.Clock
+	store     *advice.Store
+	reader    *attempt.Reader // guarded by the store's lock
+	dims      []string
+	key       advice.Key // guarded by the store's lock
 
 	server *http.Server
 	wg     sync.WaitGroup
 	warned bool // the series bound was reported; guarded by the store's lock
 }
 
-func newAdvisor(set exporter.Settings, cfg *Config, clock clockwork.Clock) *advisor {
+func newAdvisor(set exporter.Settings, cfg *Config, clock clockwork.Clock) (*advisor, error) {
+	tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
+	if err != nil {
+		return nil, fmt.Errorf("creating the hedge_advisor telemetry: %w", err)
+	}
 	dims := make([]string, len(cfg.Dimensions))
 	for i, d := range cfg.Dimensions {
 		dims[i] = d.Name
 	}
 	return &advisor{
-		cfg:   cfg,
-		set:   set,
-		clock: clock,
+		cfg:       cfg,
+		set:       set,
+		telemetry: tb,
+		clock:     clock,
 		store: advice.NewStore(advice.Config{
 			Window: cfg.Window, Slots: windowSlots,
 			TTFTQuantile: cfg.TTFTQuantile, GapQuantile: cfg.GapQuantile,
@@ -62,7 +70,7 @@ func newAdvisor(set exporter.Settings, cfg *Config, clock clockwork.Clock) *advi
 		reader: attempt.NewReader(semconv.DefaultChunkEventNames()),
 		dims:   dims,
 		key:    advice.Key{Dims: make([]string, len(dims))},
-	}
+	}, nil
 }
 
 // start opens the listener and serves the advice, as the core OTLP receiver
@@ -97,16 +105,28 @@ func (a *advisor) shutdown(ctx context.Context) error {
 		a.server = nil
 	}
 	a.wg.Wait()
+	a.telemetry.Shutdown()
 	return err
 }
 
 // consumeTraces records every attempt span of the batch under one lock.
 // Nothing is refused: a span that is not an attempt is skipped.
-func (a *advisor) consumeTraces(_ context.Context, td ptrace.Traces) error {
+func (a *advisor) consumeTraces(ctx context.Context, td ptrace.Traces) error {
+	recorded, dropped := a.record(td)
+	if recorded > 0 {
+		a.telemetry.ExporterHedgeAdvisorAttemptsRecorded.Add(ctx, recorded)
+	}
+	if dropped > 0 {
+		a.telemetry.ExporterHedgeAdvisorAttemptsDropped.Add(ctx, dropped)
+	}
+	return nil
+}
+
+// record adds the attempts of td to the store and counts them.
+func (a *advisor) record(td ptrace.Traces) (recorded, dropped int64) {
 	now := a.clock.Now().UnixNano()
 	a.store.Lock()
 	defer a.store.Unlock()
-	dropped := 0
 	rss := td.ResourceSpans()
 	for i := range rss.Len() {
 		rs := rss.At(i)
@@ -116,8 +136,8 @@ func (a *advisor) consumeTraces(_ context.Context, td ptrace.Traces) error {
 			for k := range spans.Len() {
 				span := spans.At(k)
 				at := a.reader.Read(span)
-				if at.Provider == "" {
-					continue
+				if at.Provider == "" || at.Kind == attempt.Skip && len(at.Gaps) == 0 {
+					continue // not an attempt, or one that tells nothing
 				}
 				a.fillKey(at, span.Attributes(), rs.Resource().Attributes())
 				smp := advice.Sample{Gaps: at.Gaps}
@@ -127,7 +147,9 @@ func (a *advisor) consumeTraces(_ context.Context, td ptrace.Traces) error {
 				case attempt.Censored:
 					smp.TTFT, smp.Censored = at.TTFT, true
 				}
-				if !a.store.Record(now, a.key, smp) {
+				if a.store.Record(now, a.key, smp) {
+					recorded++
+				} else {
 					dropped++
 				}
 			}
@@ -136,9 +158,9 @@ func (a *advisor) consumeTraces(_ context.Context, td ptrace.Traces) error {
 	if dropped > 0 && !a.warned {
 		a.warned = true
 		a.set.Logger.Warn("max_series reached: attempts of new series are dropped until a series is idle for a window",
-			zap.Int("max_series", a.cfg.MaxSeries), zap.Int("dropped", dropped))
+			zap.Int("max_series", a.cfg.MaxSeries), zap.Int64("dropped", dropped))
 	}
-	return nil
+	return recorded, dropped
 }
 
 func (a *advisor) fillKey(at attempt.Attempt, span, resource pcommon.Map) {

@@ -20,8 +20,11 @@ import (
 	"go.opentelemetry.io/collector/exporter/exportertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 
 	"github.com/streamstall/streamstall/exporter/hedgeadvisorexporter/internal/metadata"
+	"github.com/streamstall/streamstall/exporter/hedgeadvisorexporter/internal/metadatatest"
 	"github.com/streamstall/streamstall/internal/advice"
 	"github.com/streamstall/streamstall/internal/semconv"
 )
@@ -79,7 +82,9 @@ func newTestAdvisor(t *testing.T, cfg *Config) (*advisor, *clockwork.FakeClock) 
 	t.Helper()
 	require.NoError(t, cfg.Validate())
 	clock := clockwork.NewFakeClockAt(t0)
-	return newAdvisor(exportertest.NewNopSettings(metadata.Type), cfg, clock), clock
+	a, err := newAdvisor(exportertest.NewNopSettings(metadata.Type), cfg, clock)
+	require.NoError(t, err)
+	return a, clock
 }
 
 func get(t *testing.T, a *advisor, query string) (int, advice.Response) {
@@ -178,13 +183,19 @@ func TestAdviceRefusals(t *testing.T) {
 func TestAdviceSeriesBound(t *testing.T) {
 	cfg := testConfig()
 	cfg.MaxSeries = 2
-	a, clock := newTestAdvisor(t, cfg)
+	tel := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+	clock := clockwork.NewFakeClockAt(t0)
+	a, err := newAdvisor(metadatatest.NewSettings(tel), cfg, clock)
+	require.NoError(t, err)
 	for _, m := range []string{"a", "b", "c"} {
 		require.NoError(t, a.consumeTraces(context.Background(), traces(attemptSpec{provider: "p", model: m, ttft: time.Second})))
 	}
 	_, resp := get(t, a, "")
 	assert.Len(t, resp.Advice, 2)
 	assert.Equal(t, int64(1), a.store.Dropped())
+	metadatatest.AssertEqualExporterHedgeAdvisorAttemptsRecorded(t, tel, []metricdata.DataPoint[int64]{{Value: 2}}, metricdatatest.IgnoreTimestamp())
+	metadatatest.AssertEqualExporterHedgeAdvisorAttemptsDropped(t, tel, []metricdata.DataPoint[int64]{{Value: 1}}, metricdatatest.IgnoreTimestamp())
 
 	clock.Advance(cfg.Window)
 	require.NoError(t, a.consumeTraces(context.Background(), traces(attemptSpec{provider: "p", model: "c", ttft: time.Second})))
@@ -264,11 +275,7 @@ func TestAdviceCensoringOnHedgedTraffic(t *testing.T) {
 // TestServeOverHTTP starts the exporter from its factory on a loopback port
 // and fetches the advice over the network.
 func TestServeOverHTTP(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	endpoint := ln.Addr().String()
-	require.NoError(t, ln.Close())
-
+	endpoint := freeEndpoint(t)
 	cfg := testConfig()
 	cfg.ServerConfig.NetAddr.Endpoint = endpoint
 	ctx := clockwork.AddToContext(context.Background(), clockwork.NewFakeClockAt(t0))
@@ -310,4 +317,14 @@ func TestStartFailsOnBusyPort(t *testing.T) {
 	require.NoError(t, err)
 	require.Error(t, exp.Start(context.Background(), componenttest.NewNopHost()))
 	require.NoError(t, exp.Shutdown(context.Background()))
+}
+
+func TestAttemptsThatTellNothingMakeNoSeries(t *testing.T) {
+	a, _ := newTestAdvisor(t, testConfig())
+	td := traces(attemptSpec{provider: "openai", model: "gpt-4o", ttft: time.Second})
+	span := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0)
+	span.Events().RemoveIf(func(ptrace.SpanEvent) bool { return true })
+	span.Status().SetCode(ptrace.StatusCodeError) // failed before any content
+	require.NoError(t, a.consumeTraces(context.Background(), td))
+	assert.Zero(t, a.store.Len())
 }

@@ -51,7 +51,10 @@ func createDefaultConfig() component.Config {
 // that tests can rotate the windows on a fake clock. The exporter keeps no
 // queue: it only aggregates, like the prometheus exporter.
 func createTraces(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Traces, error) {
-	a := newAdvisor(set, cfg.(*Config), clockwork.FromContext(ctx))
+	a, err := newAdvisor(set, cfg.(*Config), clockwork.FromContext(ctx))
+	if err != nil {
+		return nil, err
+	}
 	return exporterhelper.NewTraces(ctx, set, cfg, a.consumeTraces,
 		exporterhelper.WithStart(a.start),
 		exporterhelper.WithShutdown(a.shutdown),
