@@ -91,12 +91,31 @@ func (a *adviceConfig) validate() error {
 	return errors.Join(errs...)
 }
 
-// adviceURL appends the advice path to a bare base URL.
-func (a *adviceConfig) adviceURL() string {
+// adviceURL appends the advice path to a bare base URL and, when every
+// source has one provider (and one model), asks only for their advice.
+func (a *adviceConfig) adviceURL(sources []Source) string {
 	u, _ := url.Parse(a.url) // validated
-	if u.Path == "" || u.Path == "/" {
-		u.Path = advicePath
+	if u.Path != "" && u.Path != "/" {
+		return u.String() // a full advice URL, used as given
 	}
+	u.Path = advicePath
+	provider, model := sources[0].Provider(), sources[0].Model()
+	for _, s := range sources[1:] {
+		if s.Provider() != provider {
+			provider = ""
+		}
+		if s.Model() != model {
+			model = ""
+		}
+	}
+	q := url.Values{}
+	if provider != "" {
+		q.Set("provider", provider)
+		if model != "" {
+			q.Set("model", model)
+		}
+	}
+	u.RawQuery = q.Encode()
 	return u.String()
 }
 
@@ -123,7 +142,7 @@ func newAdviceFetcher(cfg *adviceConfig, policy *hedgecore.Policy, sources []Sou
 	if client == nil {
 		client = http.DefaultClient
 	}
-	return &adviceFetcher{url: cfg.adviceURL(), cfg: cfg, client: client, policy: policy, sources: sources, clock: clock}
+	return &adviceFetcher{url: cfg.adviceURL(sources), cfg: cfg, client: client, policy: policy, sources: sources, clock: clock}
 }
 
 // start fetches once, then every interval in a goroutine until stop.

@@ -35,6 +35,7 @@ func newAdvisor(t *testing.T, body string) *advisor {
 	a.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		a.hits.Add(1)
 		assert.Equal(t, advicePath, r.URL.Path)
+		assert.Equal(t, "openai", r.URL.Query().Get("provider"))
 		if a.hang.Load() {
 			<-r.Context().Done()
 			return
@@ -158,10 +159,22 @@ func TestAdviceValidation(t *testing.T) {
 }
 
 func TestAdviceURL(t *testing.T) {
-	assert.Equal(t, "http://c:4320/v1/hedge/advice", (&adviceConfig{url: "http://c:4320"}).adviceURL())
-	assert.Equal(t, "http://c:4320/v1/hedge/advice", (&adviceConfig{url: "http://c:4320/"}).adviceURL())
-	assert.Equal(t, "https://c/x/advice?provider=openai", (&adviceConfig{url: "https://c/x/advice?provider=openai"}).adviceURL())
+	a, b := newPipeSource("a"), newPipeSource("b") // both openai, models a-model and b-model
+	url := func(base string, sources ...Source) string { return (&adviceConfig{url: base}).adviceURL(sources) }
+	assert.Equal(t, "http://c:4320/v1/hedge/advice?model=a-model&provider=openai", url("http://c:4320", a))
+	assert.Equal(t, "http://c:4320/v1/hedge/advice?provider=openai", url("http://c:4320/", a, b))
+	assert.Equal(t, "http://c:4320/v1/hedge/advice", url("http://c:4320", a, instantSourceOf("anthropic")))
+	assert.Equal(t, "https://c/x/advice?provider=openai", url("https://c/x/advice?provider=openai", a, b), "a full URL is used as given")
 }
+
+func instantSourceOf(provider string) Source { return providerSource{instantSource{}, provider} }
+
+type providerSource struct {
+	instantSource
+	provider string
+}
+
+func (s providerSource) Provider() string { return s.provider }
 
 func TestMatchWeightsEntriesBySamples(t *testing.T) {
 	d := func(v float64) *float64 { return &v }
