@@ -144,7 +144,7 @@ func (c *Censored) Quantiles(qs []float64, dst []float64) ([]float64, []bool) {
 			surv *= 1 - d/atRisk // atRisk >= d: it counts this bin
 		}
 		atRisk -= d + cens
-		// A relative slack absorbs the rounding of the product.
+		// A slack of 1e-9 absorbs the rounding of the product.
 		for next < len(qs) && qs[next] > 0 && qs[next] < 1 && 1-surv >= qs[next]-1e-9 {
 			vals[next] = c.events.Value(idx)
 			ok[next] = true
