@@ -236,7 +236,7 @@ func (c *Call) launch(i int) {
 	ctx, cancel := context.WithCancel(c.ctx)
 	// The span starts when the race started the attempt, so that the TTFT
 	// the stall processor derives is the one the race learned from.
-	ctx, span := c.tel.startAttempt(ctx, c.h, src, i, ra.Trigger, ra.Start)
+	ctx, span := c.tel.startAttempt(ctx, c.h, src, i, ra)
 	c.live[i] = liveAttempt{cancel: cancel, span: span}
 	c.wg.Add(1)
 	go c.read(ctx, i, src, &req)

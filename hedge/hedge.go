@@ -199,6 +199,7 @@ type Hedger struct {
 	clock   clockwork.Clock
 	tracer  trace.Tracer
 	cfg     config
+	advice  *adviceFetcher
 }
 
 // New returns a Hedger over sources, tried in order: the first is the
@@ -220,13 +221,28 @@ func New(sources []Source, opts ...Option) (*Hedger, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("hedge: %w", err)
 	}
-	return &Hedger{
+	h := &Hedger{
 		sources: append([]Source(nil), sources...),
 		policy:  hedgecore.NewPolicy(cfg.core(len(sources))),
 		clock:   cfg.clock,
 		tracer:  cfg.tracer.Tracer(scopeName),
 		cfg:     cfg,
-	}, nil
+	}
+	if cfg.advice != nil {
+		h.advice = newAdviceFetcher(cfg.advice, h.policy, h.sources, h.clock)
+		h.advice.start()
+	}
+	return h, nil
+}
+
+// Close stops the background fetch of fleet advice (Advice) and waits for
+// it; calls still work afterwards, on the last advice. Without Advice it
+// does nothing. It is safe to call more than once.
+func (h *Hedger) Close() error {
+	if h.advice != nil {
+		h.advice.stop()
+	}
+	return nil
 }
 
 // Stream starts a call in streaming delivery: iterate with Next and Chunk,

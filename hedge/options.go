@@ -39,6 +39,7 @@ type config struct {
 	clock        clockwork.Clock
 	tracer       trace.TracerProvider
 	keepalives   bool
+	advice       *adviceConfig
 }
 
 func defaultConfig() config {
@@ -152,6 +153,11 @@ func (c *config) validate() error {
 	}
 	if c.tokenRatio < 0 {
 		errs = append(errs, fmt.Errorf("token ratio %v is negative", c.tokenRatio))
+	}
+	if c.advice != nil {
+		if err := c.advice.validate(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if c.clock == nil || c.tracer == nil {
 		errs = append(errs, errors.New("clock and tracer provider must not be nil"))

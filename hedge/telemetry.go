@@ -59,7 +59,7 @@ func (t *callTelemetry) startCall(ctx context.Context, h *Hedger, buffered bool,
 	return ctx
 }
 
-func (t *callTelemetry) startAttempt(ctx context.Context, h *Hedger, src Source, i int, tr hedgecore.Trigger, start int64) (context.Context, trace.Span) {
+func (t *callTelemetry) startAttempt(ctx context.Context, h *Hedger, src Source, i int, ra *hedgecore.Attempt) (context.Context, trace.Span) {
 	if !t.on {
 		return ctx, trace.SpanFromContext(ctx)
 	}
@@ -71,12 +71,17 @@ func (t *callTelemetry) startAttempt(ctx context.Context, h *Hedger, src Source,
 		attribute.String(semconv.AttrHedgeGroupID, t.groupID),
 		attribute.Int(semconv.AttrHedgeAttempt, i),
 	}
-	if tr != hedgecore.TriggerPrimary {
-		attrs = append(attrs, attribute.String(semconv.AttrHedgeTrigger, tr.String()))
+	if ra.Trigger != hedgecore.TriggerPrimary {
+		attrs = append(attrs, attribute.String(semconv.AttrHedgeTrigger, ra.Trigger.String()))
+	}
+	if ra.DelaySource != hedgecore.DelayNone {
+		attrs = append(attrs,
+			attribute.Float64(semconv.AttrHedgeDelayMs, float64(ra.Delay)/1e6),
+			attribute.String(semconv.AttrHedgeDelaySource, ra.DelaySource.String()))
 	}
 	return h.tracer.Start(ctx, operationChat+" "+src.Model(),
 		trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithTimestamp(time.Unix(0, start)),
+		trace.WithTimestamp(time.Unix(0, ra.Start)),
 		trace.WithAttributes(attrs...))
 }
 

@@ -40,6 +40,7 @@ func report(out io.Writer, calls int, seed uint64) error {
 	printTable(w, runPolicies(w2, policiesW2(), calls, seed), time.Millisecond, "ms")
 	w.Printf("\n### W2: streamstall streaming, p99 against extra attempts by budget (tokenRatio)\n\n")
 	printCurve(w, budgetCurve(calls, seed))
+	fleetReport(w, min(fleetProcs, max(calls/fleetCallsPerProc, 1)), fleetCallsPerProc, seed)
 	return w.Err
 }
 
@@ -89,4 +90,26 @@ func printCurve(w *textout.Printer, pts []curvePoint) {
 		w.Printf("| %.0f %% | %.1f | %.1f | %.1f | %.1f %% |\n", 100*p.ratio,
 			p.st.quantile(0.5)/1e6, p.st.quantile(0.99)/1e6, p.st.quantile(0.999)/1e6, p.st.extraPct())
 	}
+}
+
+// fleetReport prints the fleet tables: procs short-lived processes of
+// perProc calls each, and the feedback run.
+func fleetReport(w *textout.Printer, procs, perProc int, seed uint64) {
+	w.Printf("\n## Fleet: %d processes x %d calls, static delay, local learning, fleet advice\n", procs, perProc)
+	w.Printf("\n### %s\n\n", w2.name)
+	printFleet(w, fleetRows(w2, streamstallW2(0.3), 50*time.Millisecond, procs, perProc, seed), time.Millisecond, "ms")
+	w.Printf("\n### %s\n\n", w1.name)
+	printFleet(w, fleetRows(w1, policyNamed(policiesW1(), nameStreaming), 2*time.Second, procs, perProc, seed), time.Second, "s")
+	w.Printf("\n### Feedback: %s, delay at the advised p75, %s\n\n", w1TTFT.name, feedbackDuration)
+	printFeedback(w, feedbackRun(kmDelay, seed), feedbackRun(winnersDelay, seed))
+}
+
+// policyNamed returns the policy of that name.
+func policyNamed(specs []policySpec, name string) policySpec {
+	for _, s := range specs {
+		if s.name == name {
+			return s
+		}
+	}
+	panic("hedgesim: no policy " + name)
 }

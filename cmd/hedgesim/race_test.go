@@ -6,3 +6,6 @@ package main
 // it and slows it twentyfold, so race builds assert the targets on fewer
 // calls (still deterministic, still 50 calls above the p99).
 const targetCalls = 5000
+
+// fleetTestProcs: fewer processes under the race detector.
+const fleetTestProcs = 200

@@ -78,6 +78,7 @@ type simAttempt struct {
 	total      int
 	stallAfter int // chunk followed by the stall, 0 for none
 	stall      int64
+	cancelAt   int64 // when the race cancelled it, 0 if it did not
 	rng        *rand.Rand
 	pcg        *rand.PCG
 }
@@ -116,6 +117,9 @@ type simulator struct {
 	policy *hedgecore.Policy
 	race   hedgecore.Race
 	sims   [hedgecore.MaxAttempts]simAttempt
+	// onRace, when set, sees every race at its end (the fleet's advisor
+	// learns from it).
+	onRace func(end int64)
 }
 
 func newSimulator(w workload, spec policySpec, seed uint64) *simulator {
@@ -173,6 +177,9 @@ func (s *simulator) race1(c, retry uint64, now int64) (int64, int, bool) {
 	r.Start(now)
 	delivered := 0 // chunks the caller got (streaming): a continuation starts there
 	s.apply(c, retry, now, delivered)
+	if s.onRace != nil {
+		defer func() { s.onRace(now) }()
+	}
 	for !r.Done() {
 		// The next event: the earliest chunk of a running attempt, or the
 		// race's timer. A chunk at the timer's instant comes first.
@@ -231,10 +238,12 @@ func (s *simulator) apply(c, retry uint64, now int64, delivered int) {
 		a := &s.sims[act.Attempt]
 		if act.Kind == hedgecore.Cancel {
 			a.active = false
+			a.cancelAt = now
 			continue
 		}
 		a.pcg.Seed(s.seed^c, retry<<8|uint64(act.Attempt))
 		a.active = true
+		a.cancelAt = 0
 		a.emitted = 0
 		a.total = s.w.chunks
 		if s.race.Attempt(act.Attempt).Continuation {

@@ -35,6 +35,9 @@ type DelayEstimator struct {
 	pending   int
 
 	cached atomic.Int64 // nanoseconds; 0 while cold
+	// samples is the number of samples in the windows at the last
+	// recompute: the weight of the local estimate against fleet advice.
+	samples atomic.Int64
 }
 
 // NewDelayEstimator returns a cold estimator of the given quantile; fallback
@@ -120,9 +123,18 @@ func (e *DelayEstimator) rotate(now int64) bool {
 	return true
 }
 
+// Local returns the learned delay and the samples behind it; ok is false
+// while cold.
+func (e *DelayEstimator) Local() (delay, samples int64, ok bool) {
+	d := e.cached.Load()
+	return d, e.samples.Load(), d > 0
+}
+
 func (e *DelayEstimator) recompute() {
 	e.pending = 0
-	if e.cur.GetCount()+e.prev.GetCount() < e.minSamples {
+	n := e.cur.GetCount() + e.prev.GetCount()
+	e.samples.Store(int64(n))
+	if n < e.minSamples {
 		e.cached.Store(0)
 		return
 	}

@@ -5,7 +5,10 @@
 // run the same decisions.
 package hedgecore
 
-import "time"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // Config is the decision policy of a hedger. Durations are nanoseconds.
 type Config struct {
@@ -44,6 +47,7 @@ type Policy struct {
 	sources      int
 	fixedDelay   int64
 	estimators   []*DelayEstimator
+	fleet        []atomic.Pointer[FleetAdvice]
 	budget       *Budget
 	maxAttempts  int
 	stallTimeout int64
@@ -63,6 +67,7 @@ func NewPolicy(cfg Config) *Policy {
 		stallAfter:   int64(cfg.StallAfter),
 		continuation: cfg.Continuation,
 	}
+	p.fleet = make([]atomic.Pointer[FleetAdvice], p.sources)
 	if cfg.Adaptive {
 		window, minSamples := cfg.Window, cfg.MinSamples
 		if window <= 0 {
@@ -79,13 +84,83 @@ func NewPolicy(cfg Config) *Policy {
 	return p
 }
 
-// Delay is the hedge delay while waiting for the first content of source.
-// It is the per-call decision: one atomic load, no allocation.
-func (p *Policy) Delay(source int) int64 {
-	if p.estimators == nil {
-		return p.fixedDelay
+// DelaySource says where a hedge delay came from (llm.hedge.delay_source).
+type DelaySource uint8
+
+const (
+	// DelayNone: the attempt was not launched in the TTFT race.
+	DelayNone DelaySource = iota
+	// DelayFallback: the fixed delay, or the cold-start fallback.
+	DelayFallback
+	// DelayLocal: the process's own learned quantile.
+	DelayLocal
+	// DelayFleet: fleet advice, alone or blended with the local quantile.
+	DelayFleet
+)
+
+func (s DelaySource) String() string {
+	switch s {
+	case DelayFallback:
+		return "fallback"
+	case DelayLocal:
+		return "local"
+	case DelayFleet:
+		return "fleet"
 	}
-	return p.estimators[source].Delay()
+	return ""
+}
+
+// FleetAdvice is the hedge delay a fleet advisor recommends for a source
+// and the number of samples behind it.
+type FleetAdvice struct {
+	Delay   int64 // nanoseconds
+	Samples int64
+}
+
+// SetFleet installs fleet advice for source; nil removes it. Safe to call
+// while calls run.
+func (p *Policy) SetFleet(source int, a *FleetAdvice) {
+	if source < 0 || source >= len(p.fleet) {
+		return
+	}
+	if a != nil && (a.Delay <= 0 || a.Samples <= 0) {
+		a = nil
+	}
+	p.fleet[source].Store(a)
+}
+
+// Delay is the hedge delay while waiting for the first content of source.
+// It is the per-call decision: a few atomic loads, no allocation.
+func (p *Policy) Delay(source int) int64 {
+	d, _ := p.DelayFrom(source)
+	return d
+}
+
+// DelayFrom is Delay and where it came from. Fleet advice and a warm local
+// estimate are blended, weighted by their sample counts:
+//
+//	delay = (n_fleet * d_fleet + n_local * d_local) / (n_fleet + n_local)
+//
+// so a fresh process starts on the fleet's delay and a busy one leans on
+// what it sees itself. A cold local estimate has no weight.
+func (p *Policy) DelayFrom(source int) (int64, DelaySource) {
+	fleet := p.fleet[source].Load()
+	var local, n int64
+	warm := false
+	if p.estimators != nil {
+		local, n, warm = p.estimators[source].Local()
+	}
+	switch {
+	case fleet != nil && warm:
+		nf, nl := float64(fleet.Samples), float64(n)
+		d := (nf*float64(fleet.Delay) + nl*float64(local)) / (nf + nl)
+		return max(int64(d), minAdaptiveDelayNanos), DelayFleet
+	case fleet != nil:
+		return max(fleet.Delay, minAdaptiveDelayNanos), DelayFleet
+	case warm:
+		return local, DelayLocal
+	}
+	return p.fixedDelay, DelayFallback
 }
 
 // Observe records a time to first content of source.

@@ -55,6 +55,11 @@ type Attempt struct {
 	First        int64
 	Last         int64
 	Chunks       int
+	// Delay is the hedge delay armed when the attempt started in the TTFT
+	// race (nanoseconds), and DelaySource where it came from; DelayNone
+	// for attempts started after commit.
+	Delay       int64
+	DelaySource DelaySource
 	// stallHedged is set once the current silence has launched a stall hedge,
 	// so one silence launches at most one.
 	stallHedged bool
@@ -156,13 +161,17 @@ func (r *Race) launch(now int64, t Trigger, continuation bool) bool {
 		return false
 	}
 	i := r.n
-	r.attempts[i] = Attempt{Source: r.next % r.p.sources, Trigger: t, Continuation: continuation, Start: now}
+	a := &r.attempts[i]
+	*a = Attempt{Source: r.next % r.p.sources, Trigger: t, Continuation: continuation, Start: now}
 	r.next++
 	r.n++
-	r.emit(Launch, i)
-	if r.committed < 0 && r.n < r.p.maxAttempts {
-		r.hedgeAt = now + r.p.Delay(r.attempts[i].Source)
+	if r.committed < 0 {
+		a.Delay, a.DelaySource = r.p.DelayFrom(a.Source)
+		if r.n < r.p.maxAttempts {
+			r.hedgeAt = now + a.Delay
+		}
 	}
+	r.emit(Launch, i)
 	return true
 }
 

@@ -89,6 +89,11 @@ const (
 	AttrHedgeOutcome         = "llm.hedge.outcome"
 	AttrHedgeLoser           = "llm.hedge.loser"
 	AttrHedgeOutcomeInferred = "llm.hedge.outcome_inferred"
+	// AttrHedgeDelayMs is the hedge delay (double, ms) armed when the
+	// attempt started in the TTFT race; AttrHedgeDelaySource where it came
+	// from.
+	AttrHedgeDelayMs     = "llm.hedge.delay_ms"
+	AttrHedgeDelaySource = "llm.hedge.delay_source"
 
 	// AttrHedgeWastedSource says where a loser's wasted output tokens came
 	// from, on llm.hedge.wasted_output_tokens: its usage, or its content
@@ -100,6 +105,10 @@ const (
 	HedgeTriggerTTFT  = "ttft"
 	HedgeTriggerStall = "stall"
 	HedgeTriggerError = "error"
+
+	HedgeDelaySourceFleet    = "fleet"
+	HedgeDelaySourceLocal    = "local"
+	HedgeDelaySourceFallback = "fallback"
 
 	HedgeOutcomeWinner = "winner"
 	HedgeOutcomeLoser  = "loser"

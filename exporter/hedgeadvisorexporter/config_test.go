@@ -1,0 +1,75 @@
+package hedgeadvisorexporter
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/confmap"
+	"go.opentelemetry.io/collector/confmap/confmaptest"
+
+	"github.com/streamstall/streamstall/exporter/hedgeadvisorexporter/internal/metadata"
+)
+
+func TestLoadConfig(t *testing.T) {
+	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
+	require.NoError(t, err)
+	unknown := "unknown"
+	full := createDefaultConfig().(*Config)
+	full.ServerConfig.NetAddr.Endpoint = "0.0.0.0:9400"
+	full.TTFTQuantile, full.GapQuantile = 0.9, 0.99
+	full.MinSamples, full.Window, full.MaxSeries, full.MaxLabelLength = 200, 5*time.Minute, 50, 64
+	full.Dimensions = []Dimension{{Name: "service.name"}, {Name: "deployment.environment.name", Default: &unknown}}
+	tests := []struct {
+		name     string
+		expected *Config
+		errs     []string
+	}{
+		{name: "default", expected: createDefaultConfig().(*Config)},
+		{name: "full", expected: full},
+		{name: "bad_numbers", errs: []string{
+			"endpoint must not be empty",
+			"ttft_quantile must be in (0, 1), got 1",
+			"gap_quantile must be in (0, 1), got 0",
+			"min_samples must be at least 1, got 0",
+			"window must be at least 1s, got 100ms",
+			"max_series must be in [1, 100000], got 0",
+			"max_label_length must be at least 1, got 0",
+		}},
+		{name: "duplicate_dimension", errs: []string{
+			`dimensions[0]: duplicate or reserved dimension "gen_ai.request.model"`,
+			`dimensions[2]: duplicate or reserved dimension "team"`,
+			"dimensions[3]: name must not be empty",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := NewFactory().CreateDefaultConfig()
+			sub, err := cm.Sub(component.NewIDWithName(metadata.Type, tt.name).String())
+			require.NoError(t, err)
+			require.NoError(t, sub.Unmarshal(cfg))
+			err = confmap.Validate(cfg)
+			if len(tt.errs) == 0 {
+				require.NoError(t, err)
+				assert.Equal(t, tt.expected, cfg)
+				return
+			}
+			require.Error(t, err)
+			for _, want := range tt.errs {
+				assert.ErrorContains(t, err, want)
+			}
+		})
+	}
+}
+
+func TestDefaultConfig(t *testing.T) {
+	cfg := createDefaultConfig().(*Config)
+	require.NoError(t, cfg.Validate())
+	assert.Equal(t, "localhost:4320", cfg.ServerConfig.NetAddr.Endpoint, "loopback by default")
+	assert.Equal(t, 0.95, cfg.TTFTQuantile)
+	assert.Equal(t, 0.999, cfg.GapQuantile)
+	assert.Equal(t, 10*time.Minute, cfg.Window)
+}
