@@ -259,7 +259,8 @@ func TestTwoTiers(t *testing.T) {
 				assert.Equal(t, ha.GetPositiveDelta(), hb.GetPositiveDelta(), "%s{%s} buckets", name, key)
 			}
 		}
-		// Four models: calls, TTFT, wall and active generation; stalls of three.
-		assert.Equal(t, 4+4+4+4+3, compared, "series compared")
+		// Four models: calls, TTFT, time to first answer, wall and active
+		// generation; stalls of three.
+		assert.Equal(t, 4+4+4+4+4+3, compared, "series compared")
 	})
 }
