@@ -2,6 +2,7 @@ package ssecapture
 
 import (
 	"context"
+	"time"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/config/confighttp"
@@ -21,6 +22,13 @@ const (
 	defaultMaxChunksPerRecord = 100000
 	defaultQueueSize          = 1000
 	defaultUpstreamIdleConns  = 1000
+	// defaultReadTimeout bounds the reading of a whole request, headers and
+	// body, on both listeners: a client that trickles its body in cannot
+	// hold a connection and a handler open. It does not bound a streamed
+	// response.
+	defaultReadTimeout = 30 * time.Second
+	// defaultReadHeaderTimeout bounds the reading of the headers alone.
+	defaultReadHeaderTimeout = 10 * time.Second
 )
 
 // NewFactory returns the factory of the sse_capture receiver.
@@ -35,6 +43,8 @@ func NewFactory() receiver.Factory {
 func createDefaultConfig() component.Config {
 	proxy := confighttp.NewDefaultServerConfig()
 	proxy.NetAddr.Endpoint = defaultProxyEndpoint
+	proxy.ReadTimeout = defaultReadTimeout
+	proxy.ReadHeaderTimeout = defaultReadHeaderTimeout
 	upstream := confighttp.NewDefaultClientConfig()
 	// Every stream goes to one host: keep as many idle connections to it as
 	// a busy proxy has streams in flight, not net/http's default of two, so
@@ -45,6 +55,8 @@ func createDefaultConfig() component.Config {
 	}
 	ingest := confighttp.NewDefaultServerConfig()
 	ingest.NetAddr.Endpoint = defaultIngestEndpoint
+	ingest.ReadTimeout = defaultReadTimeout
+	ingest.ReadHeaderTimeout = defaultReadHeaderTimeout
 	// Both listeners are off until configured; configuring one (even as an
 	// empty section) fills in these defaults.
 	return &Config{
