@@ -20,8 +20,14 @@ const (
 	defaultIngestMaxBody      = 16 << 20
 	defaultMaxRecords         = 10000
 	defaultMaxChunksPerRecord = 100000
-	defaultQueueSize          = 1000
-	defaultUpstreamIdleConns  = 1000
+	// As the OpenTelemetry SDKs' default span attribute count limit.
+	defaultMaxAttributesPerRecord = 128
+	// Model names, ids and finish reasons are tens of bytes; 4 KiB leaves
+	// room for long legitimate values while a record's attributes stay
+	// under 128 x 4 KiB.
+	defaultMaxAttributeValueLength = 4096
+	defaultQueueSize               = 1000
+	defaultUpstreamIdleConns       = 1000
 	// defaultReadTimeout bounds the reading of a whole request, headers and
 	// body, on both listeners: a client that trickles its body in cannot
 	// hold a connection and a handler open. It does not bound a streamed
@@ -67,10 +73,12 @@ func createDefaultConfig() component.Config {
 			QueueSize:      defaultQueueSize,
 		}),
 		Ingest: configoptional.Default(IngestConfig{
-			ServerConfig:       ingest,
-			MaxRequestBody:     defaultIngestMaxBody,
-			MaxRecords:         defaultMaxRecords,
-			MaxChunksPerRecord: defaultMaxChunksPerRecord,
+			ServerConfig:            ingest,
+			MaxRequestBody:          defaultIngestMaxBody,
+			MaxRecords:              defaultMaxRecords,
+			MaxChunksPerRecord:      defaultMaxChunksPerRecord,
+			MaxAttributesPerRecord:  defaultMaxAttributesPerRecord,
+			MaxAttributeValueLength: defaultMaxAttributeValueLength,
 		}),
 	}
 }

@@ -40,6 +40,7 @@ type sseCaptureReceiver struct {
 	addrs      map[string]net.Addr // bound addresses by listener name, for tests
 	queue      *spanQueue
 	proxy      *proxy
+	ingest     *ingestHandler
 	shutdownWG sync.WaitGroup
 }
 
@@ -94,7 +95,8 @@ func (r *sseCaptureReceiver) Start(ctx context.Context, host component.Host) err
 	if r.cfg.Ingest.HasValue() {
 		icfg := r.cfg.Ingest.Get()
 		h := newIngestHandler(icfg, r.next, r.obsIngest)
-		if err := r.serve(ctx, host, "ingest", icfg.ServerConfig, icfg.MaxRequestBody, h); err != nil {
+		r.ingest = h
+		if err := r.serve(ctx, host, "ingest", icfg.ServerConfig, icfg.MaxRequestBody, h, confighttp.WithErrorHandler(ingestServerError)); err != nil {
 			return errors.Join(err, r.Shutdown(ctx))
 		}
 	}
@@ -136,6 +138,9 @@ func (r *sseCaptureReceiver) serve(ctx context.Context, host component.Host, nam
 // and the queue is drained while ctx allows.
 func (r *sseCaptureReceiver) Shutdown(ctx context.Context) error {
 	var errs []error
+	if r.ingest != nil {
+		r.ingest.stop() // requests still decoding stop
+	}
 	for _, srv := range r.servers {
 		if err := srv.Shutdown(ctx); err != nil {
 			errs = append(errs, err, srv.Close())
