@@ -2,6 +2,7 @@ package ssecapture
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/hex"
 	"encoding/json"
@@ -13,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -113,8 +115,9 @@ type bodyDecoder struct {
 	td        ptrace.Traces
 	byService map[string]ptrace.SpanSlice
 	rec       rawRecord
-	index     int   // the record being decoded
-	spent     int64 // estimated bytes of the spans so far
+	raw       json.RawMessage // reused for each value decoded whole
+	index     int             // the record being decoded
+	spent     int64           // estimated bytes of the spans so far
 	budget    int64
 	values    int
 }
@@ -270,12 +273,13 @@ func (b *bodyDecoder) spend(field string, n int) *ingestError {
 // rawRecord is a record as read, before validation. Its slices are reused
 // from one record to the next.
 type rawRecord struct {
-	seen                     uint16
-	traceID, spanID, parent  json.Token
-	name                     string
-	start, end               json.Token
-	times                    []int64   // chunk_times_unix_nano
-	offsets                  []float64 // chunk_offsets_ms
+	seen                    uint16
+	traceID, spanID, parent json.Token
+	name                    string
+	start, end              json.Token
+	// times holds chunk_times_unix_nano, or chunk_offsets_ms as float64
+	// bits until validate converts them.
+	times                    []int64
 	offsetsGiven, timesGiven bool
 	attrs                    map[string]any
 }
@@ -286,7 +290,7 @@ var recordFields = [...]string{fieldTraceID, fieldSpanID, fieldParentSpanID, fie
 // and the size limits, which stop the request as soon as they are passed.
 func (b *bodyDecoder) parse() *ingestError {
 	r := &b.rec
-	*r = rawRecord{times: r.times[:0], offsets: r.offsets[:0]}
+	*r = rawRecord{times: r.times[:0]}
 	for {
 		t, err := b.token("")
 		if err != nil {
@@ -304,6 +308,17 @@ func (b *bodyDecoder) parse() *ingestError {
 			return b.bad(key, "duplicate field")
 		}
 		r.seen |= 1 << bit
+		if key == fieldChunkTimes || key == fieldChunkOffsets {
+			if r.timesGiven || r.offsetsGiven {
+				return b.bad(fieldChunkOffsets, "give chunk_times_unix_nano or chunk_offsets_ms, not both")
+			}
+			r.timesGiven = key == fieldChunkTimes
+			r.offsetsGiven = key == fieldChunkOffsets
+			if err := b.chunks(key); err != nil {
+				return err
+			}
+			continue
+		}
 		if t, err = b.token(key); err != nil {
 			return err
 		}
@@ -337,15 +352,6 @@ func (b *bodyDecoder) parse() *ingestError {
 				return b.tooLarge(fieldName, "longer than %d bytes", b.limits.maxValueLen)
 			}
 			r.name = s
-		case fieldChunkTimes, fieldChunkOffsets:
-			if r.timesGiven || r.offsetsGiven {
-				return b.bad(fieldChunkOffsets, "give chunk_times_unix_nano or chunk_offsets_ms, not both")
-			}
-			r.timesGiven = key == fieldChunkTimes
-			r.offsetsGiven = key == fieldChunkOffsets
-			if err := b.chunks(key, t); err != nil {
-				return err
-			}
 		case fieldAttributes:
 			if err := b.attributes(t); err != nil {
 				return err
@@ -355,43 +361,43 @@ func (b *bodyDecoder) parse() *ingestError {
 	}
 }
 
-// chunks reads a chunk time array whose first token is open.
-func (b *bodyDecoder) chunks(field string, open json.Token) *ingestError {
-	if open == nil {
-		return nil
+// chunks reads a chunk time array whole (the decoder has checked its
+// syntax; it is no longer than max_request_body) and parses it without
+// building a value per element: one reused buffer, then the numbers.
+func (b *bodyDecoder) chunks(field string) *ingestError {
+	raw, err := b.rawValue(field)
+	if err != nil {
+		return err
 	}
-	if open != json.Delim('[') {
-		return b.bad(field, "must be an array")
+	parse := parseNanosRaw
+	if field == fieldChunkOffsets {
+		parse = parseMillisRaw
 	}
 	r := &b.rec
-	for n := 0; ; n++ {
-		t, err := b.token(field)
-		if err != nil {
-			return err
-		}
-		if t == json.Delim(']') {
-			return nil
-		}
-		if n == b.limits.maxChunks {
-			return b.tooLarge(field, "more than %d chunk times", b.limits.maxChunks)
-		}
-		if err := b.spend(field, costEvent); err != nil {
-			return err
-		}
-		if field == fieldChunkTimes {
-			v, perr := parseNanos(t)
-			if perr != nil {
-				return b.bad(field, "element %d: %v", n, perr)
-			}
-			r.times = append(r.times, v)
-			continue
-		}
-		ms, perr := parseMillis(t)
-		if perr != nil {
-			return b.bad(field, "element %d: %v", n, perr)
-		}
-		r.offsets = append(r.offsets, ms)
+	out, perr := numberArray(raw, b.limits.maxChunks, r.times[:0], parse)
+	if errors.Is(perr, errTooManyChunks) {
+		return b.tooLarge(field, "more than %d chunk times", b.limits.maxChunks)
 	}
+	if perr != nil {
+		return b.bad(field, "%v", perr)
+	}
+	r.times = out
+	return b.spend(field, costEvent*len(out))
+}
+
+// rawValue reads the next whole value into the decoder's reused buffer.
+func (b *bodyDecoder) rawValue(field string) ([]byte, *ingestError) {
+	b.values++
+	if b.values%checkEvery == 0 {
+		if err := b.ctx.Err(); err != nil {
+			return nil, b.gone(err)
+		}
+	}
+	b.raw = b.raw[:0]
+	if err := b.dec.Decode(&b.raw); err != nil {
+		return nil, b.fail(err, field)
+	}
+	return b.raw, nil
 }
 
 // attributes reads the attribute object whose first token is open into a
@@ -411,51 +417,65 @@ func (b *bodyDecoder) attributes(open json.Token) *ingestError {
 			return nil
 		}
 		key, _ := t.(string)
-		field := fieldAttributes + "." + key
 		if len(r.attrs) == b.limits.maxAttrs {
 			return b.tooLarge(fieldAttributes, "more than %d attributes", b.limits.maxAttrs)
 		}
-		if _, dup := r.attrs[key]; dup {
-			return b.bad(field, "duplicate attribute key")
-		}
-		if err := b.spend(field, costAttribute+len(key)); err != nil {
+		if err := b.attribute(key); err != nil {
+			// The field is named here, not for every attribute read.
+			if err.Record >= 0 && err.Field == "" {
+				err.Field = fieldAttributes + "." + key
+			}
 			return err
 		}
-		if t, err = b.token(field); err != nil {
-			return err
-		}
-		v, err := b.value(field, t)
-		if err != nil {
-			return err
-		}
-		r.attrs[key] = v
 	}
 }
 
-// value reads one attribute value whose first token is t: a string,
-// number or boolean, or a homogeneous array of them.
-func (b *bodyDecoder) value(field string, t json.Token) (any, *ingestError) {
-	if t != json.Delim('[') {
-		v, err := b.scalar(field, t)
+// attribute reads the value of one attribute; its errors leave the field
+// for the caller to name.
+func (b *bodyDecoder) attribute(key string) *ingestError {
+	r := &b.rec
+	if _, dup := r.attrs[key]; dup {
+		return b.bad("", "duplicate attribute key")
+	}
+	if err := b.spend("", costAttribute+len(key)); err != nil {
+		return err
+	}
+	raw, err := b.rawValue("")
+	if err != nil {
+		return err
+	}
+	v, err := b.value("", raw)
+	if err != nil {
+		return err
+	}
+	r.attrs[key] = v
+	return nil
+}
+
+// value converts one attribute value, given whole: a string, number or
+// boolean, or a homogeneous array of them.
+func (b *bodyDecoder) value(field string, raw []byte) (any, *ingestError) {
+	if raw[0] != '[' {
+		v, err := b.scalar(field, raw)
 		if err == nil && v == nil {
 			err = b.bad(field, "must be a string, number, boolean or an array of them")
 		}
 		return v, err
 	}
-	var elems []any
+	sub := json.NewDecoder(bytes.NewReader(raw))
+	_, _ = sub.Token() // [
+	elems := []any{}
 	hasDouble := false
-	for {
-		t, err := b.token(field)
-		if err != nil {
-			return nil, err
-		}
-		if t == json.Delim(']') {
-			break
-		}
+	var elem json.RawMessage
+	for sub.More() {
 		if len(elems) == b.limits.maxValueLen {
 			return nil, b.tooLarge(field, "array of more than %d elements", b.limits.maxValueLen)
 		}
-		e, err := b.scalar(field, t)
+		elem = elem[:0]
+		if err := sub.Decode(&elem); err != nil {
+			return nil, b.bad(field, "%v", err)
+		}
+		e, err := b.scalar(field, elem)
 		if err != nil {
 			return nil, err
 		}
@@ -472,9 +492,6 @@ func (b *bodyDecoder) value(field string, t json.Token) (any, *ingestError) {
 		hasDouble = hasDouble || isDouble
 		elems = append(elems, e)
 	}
-	if elems == nil {
-		return []any{}, nil
-	}
 	// OTLP arrays are homogeneous: [1, 2.5] becomes doubles.
 	if hasDouble {
 		for i, e := range elems {
@@ -486,28 +503,43 @@ func (b *bodyDecoder) value(field string, t json.Token) (any, *ingestError) {
 	return elems, nil
 }
 
-// scalar converts a scalar token; it returns nil, nil for a token that is
-// not one (null, or an opening brace or bracket: the request then fails
-// without reading the rest of that value).
-func (b *bodyDecoder) scalar(field string, t json.Token) (any, *ingestError) {
-	switch v := t.(type) {
-	case string:
-		if len(v) > b.limits.maxValueLen {
+// scalar converts a whole scalar value; it returns nil, nil for a value
+// that is not one (null, an object or an array).
+func (b *bodyDecoder) scalar(field string, raw []byte) (any, *ingestError) {
+	switch raw[0] {
+	case '"':
+		s := unquote(raw)
+		if len(s) > b.limits.maxValueLen {
 			return nil, b.tooLarge(field, "string longer than %d bytes", b.limits.maxValueLen)
 		}
-		return v, b.spend(field, len(v))
-	case bool:
-		return v, nil
-	case json.Number:
-		if n, err := v.Int64(); err == nil {
-			return n, nil
-		}
-		if f, err := v.Float64(); err == nil {
-			return f, nil
-		}
-		return nil, b.bad(field, "number %s is out of range", v)
+		return s, b.spend(field, len(s))
+	case 't':
+		return true, nil
+	case 'f':
+		return false, nil
+	case 'n', '{', '[':
+		return nil, nil
 	}
-	return nil, nil
+	if n, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
+		return n, nil
+	}
+	f, err := strconv.ParseFloat(string(raw), 64)
+	if err != nil {
+		return nil, b.bad(field, "number %s is out of range", raw)
+	}
+	return f, nil
+}
+
+// unquote decodes a JSON string the decoder has already checked. Without
+// escapes or invalid UTF-8 it is the bytes between the quotes.
+func unquote(raw []byte) string {
+	inner := raw[1 : len(raw)-1]
+	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		return string(inner)
+	}
+	var s string
+	_ = json.Unmarshal(raw, &s)
+	return s
 }
 
 func sameKind(a, b any) bool {
@@ -572,15 +604,14 @@ func (b *bodyDecoder) validate() (validRecord, *ingestError) {
 	}
 	v.chunks = r.times
 	if r.offsetsGiven {
-		v.chunks = slices.Grow(r.times[:0], len(r.offsets))
-		for n, ms := range r.offsets {
+		for n, bits := range v.chunks {
+			ms := math.Float64frombits(uint64(bits))
 			ns := ms * 1e6
 			if ns >= float64(math.MaxInt64-v.start) {
 				return v, b.bad(fieldChunkOffsets, "element %d: %v milliseconds is out of range", n, ms)
 			}
-			v.chunks = append(v.chunks, v.start+int64(math.Round(ns)))
+			v.chunks[n] = v.start + int64(math.Round(ns))
 		}
-		r.times = v.chunks
 	}
 	v.end = v.start
 	if r.seen&(1<<slices.Index(recordFields[:], fieldEnd)) != 0 {
@@ -677,18 +708,21 @@ func hexID(t json.Token, dst []byte) (bool, error) {
 
 // parseNanos reads a unix-nano time given as a JSON number or a decimal
 // string (a JavaScript number cannot hold one exactly; OTLP/JSON uses
-// strings).
-func parseNanos(t json.Token) (int64, error) {
+// strings), as a token or a whole raw value.
+func parseNanos(t any) (int64, error) {
 	var text string
 	switch v := t.(type) {
 	case string:
-		for _, c := range []byte(v) {
-			if c < '0' || c > '9' {
-				return 0, fmt.Errorf("%q is not a decimal string of unix nanoseconds", v)
-			}
+		if !digits(v) {
+			return 0, fmt.Errorf("%q is not a decimal string of unix nanoseconds", v)
 		}
 		text = v
 	case json.Number:
+		text = string(v)
+	case []byte:
+		if len(v) >= 2 && v[0] == '"' {
+			return parseNanos(string(v[1 : len(v)-1]))
+		}
 		text = string(v)
 	default:
 		return 0, fmt.Errorf("%v is not a positive number of unix nanoseconds", tokenText(t))
@@ -708,21 +742,35 @@ func parseNanos(t json.Token) (int64, error) {
 	return v, nil
 }
 
-// parseMillis reads a millisecond offset: a JSON number or a decimal
-// string, finite and not negative.
-func parseMillis(t json.Token) (float64, error) {
-	var text string
-	switch v := t.(type) {
-	case string:
-		text = v
-	case json.Number:
-		text = string(v)
-	default:
-		return 0, fmt.Errorf("%v is not a non-negative number of milliseconds", tokenText(t))
+func digits(s string) bool {
+	for _, c := range []byte(s) {
+		if c < '0' || c > '9' {
+			return false
+		}
 	}
-	ms, err := strconv.ParseFloat(text, 64)
+	return true
+}
+
+var errTooManyChunks = errors.New("too many chunk times")
+
+func parseNanosRaw(raw []byte) (int64, error) { return parseNanos(raw) }
+
+// parseMillisRaw reads a millisecond offset as the bits of a float64: the
+// offsets share the chunk times' buffer until the start time is known.
+func parseMillisRaw(raw []byte) (int64, error) {
+	ms, err := parseMillis(raw)
+	return int64(math.Float64bits(ms)), err
+}
+
+// parseMillis reads a millisecond offset, a whole raw value: a JSON number
+// or a decimal string, finite and not negative.
+func parseMillis(raw []byte) (float64, error) {
+	if len(raw) >= 2 && raw[0] == '"' {
+		raw = raw[1 : len(raw)-1]
+	}
+	ms, err := strconv.ParseFloat(string(raw), 64)
 	if err != nil || math.IsNaN(ms) || math.IsInf(ms, 0) || ms < 0 {
-		return 0, fmt.Errorf("%s is not a non-negative number of milliseconds", text)
+		return 0, fmt.Errorf("%s is not a non-negative number of milliseconds", raw)
 	}
 	return ms, nil
 }
@@ -737,4 +785,75 @@ func tokenText(t json.Token) string {
 	default:
 		return fmt.Sprint(v)
 	}
+}
+
+// numberArray reads a JSON array of numbers or strings without building a
+// value per element: records may carry a hundred thousand chunk times.
+func numberArray(raw []byte, limit int, out []int64, parse func([]byte) (int64, error)) ([]int64, error) {
+	i := skipSpace(raw, 0)
+	if i >= len(raw) || raw[i] != '[' {
+		if bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+			return nil, nil
+		}
+		return nil, errors.New("must be an array")
+	}
+	i = skipSpace(raw, i+1)
+	if i < len(raw) && raw[i] == ']' {
+		return out, nil
+	}
+	for {
+		i = skipSpace(raw, i)
+		if i >= len(raw) {
+			return nil, errors.New("unterminated array")
+		}
+		startTok := i
+		if raw[i] == '"' {
+			i++
+			for i < len(raw) && raw[i] != '"' {
+				i++
+			}
+			i++
+		} else {
+			for i < len(raw) && !isDelimiter(raw[i]) {
+				i++
+			}
+		}
+		if i > len(raw) || startTok == i {
+			return nil, fmt.Errorf("element %d: malformed", len(out))
+		}
+		if len(out) == limit {
+			return nil, errTooManyChunks
+		}
+		v, err := parse(raw[startTok:i])
+		if err != nil {
+			return nil, fmt.Errorf("element %d: %w", len(out), err)
+		}
+		out = append(out, v)
+		i = skipSpace(raw, i)
+		if i >= len(raw) {
+			return nil, errors.New("unterminated array")
+		}
+		switch raw[i] {
+		case ',':
+			i++
+		case ']':
+			if skipSpace(raw, i+1) != len(raw) {
+				return nil, errors.New("trailing data after the array")
+			}
+			return out, nil
+		default:
+			return nil, fmt.Errorf("element %d: expected , or ]", len(out)-1)
+		}
+	}
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+func isDelimiter(c byte) bool {
+	return c == ',' || c == ']' || c == ' ' || c == '\t' || c == '\n' || c == '\r'
 }

@@ -114,11 +114,14 @@ func TestDecodeStopsEarly(t *testing.T) {
 		body   []byte
 		status int
 		msg    string
+		// whole: a chunk array is read whole (it is bounded by
+		// max_request_body) before its elements are counted.
+		whole bool
 	}{
-		{"zeros array", zeroArray(8<<20 - 1), http.StatusBadRequest, "JSON object"},
-		{"records past max_records", records, http.StatusRequestEntityTooLarge, "more than 10000 records"},
-		{"a million attributes", attrs.Bytes(), http.StatusRequestEntityTooLarge, "more than 128 attributes"},
-		{"chunk offsets past max_chunks_per_record", offsets, http.StatusRequestEntityTooLarge, "more than 100000 chunk times"},
+		{"zeros array", zeroArray(8<<20 - 1), http.StatusBadRequest, "JSON object", false},
+		{"records past max_records", records, http.StatusRequestEntityTooLarge, "more than 10000 records", false},
+		{"a million attributes", attrs.Bytes(), http.StatusRequestEntityTooLarge, "more than 128 attributes", false},
+		{"chunk offsets past max_chunks_per_record", offsets, http.StatusRequestEntityTooLarge, "more than 100000 chunk times", true},
 	}
 	d := testDecoder(defaultMaxRecords, defaultMaxChunksPerRecord)
 	for _, tt := range tests {
@@ -130,7 +133,9 @@ func TestDecodeStopsEarly(t *testing.T) {
 			assert.Equal(t, tt.status, err.Status)
 			assert.Contains(t, err.Message, tt.msg)
 			assert.Zero(t, td.SpanCount())
-			assert.Less(t, src.n, len(tt.body)/2, "stopped before reading the rest")
+			if !tt.whole {
+				assert.Less(t, src.n, len(tt.body)/2, "stopped before reading the rest")
+			}
 		})
 	}
 }
