@@ -3,6 +3,7 @@ package ssecapture
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -167,6 +168,9 @@ func FuzzDecodeRecords(f *testing.F) {
 			return
 		}
 		require.Equal(t, n, td.SpanCount())
+		if trimmed := bytes.TrimLeft(body, " \t\r\n"); len(trimmed) > 0 && trimmed[0] == '[' {
+			require.True(t, json.Valid(body), "an accepted array is valid JSON")
+		}
 		rss := td.ResourceSpans()
 		for i := range rss.Len() {
 			spans := rss.At(i).ScopeSpans().At(0).Spans()

@@ -75,6 +75,9 @@ func (h *ingestHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	defer context.AfterFunc(h.stopping, cancel)()
+	if h.stopping.Err() != nil {
+		cancel() // AfterFunc cancels too, but in its own goroutine
+	}
 	td, n, ierr := h.decoder.decode(ctx, http.MaxBytesReader(w, r.Body, h.maxBody))
 	if ierr != nil {
 		if ierr.Status == http.StatusServiceUnavailable {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -194,4 +195,28 @@ func TestIngestOnlyJSON(t *testing.T) {
 	require.NotNil(t, reply.Record)
 	assert.Equal(t, 0, *reply.Record)
 	assert.Equal(t, 5, sink.SpanCount())
+}
+
+// TestIngestStopsAtShutdown: shutting the receiver down stops requests
+// still decoding; they get 503 with a JSON error and nothing is taken.
+func TestIngestStopsAtShutdown(t *testing.T) {
+	sink := new(consumertest.TracesSink)
+	cfg := NewFactory().CreateDefaultConfig().(*Config)
+	i := cfg.Ingest.GetOrInsertDefault()
+	i.NetAddr.Endpoint = "127.0.0.1:0"
+	rcv := startReceiver(t, cfg, sink, newMdatagenNopHost(), nil)
+	require.NotNil(t, rcv.ingest)
+	require.NoError(t, rcv.Shutdown(testContext(t)))
+	require.Error(t, rcv.ingest.stopping.Err(), "shutdown stops decoding")
+
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequestWithContext(testContext(t), http.MethodPost, ingestPath, strings.NewReader(okRecord))
+	req.Header.Set("Content-Type", "application/json")
+	rcv.ingest.ServeHTTP(rec, req)
+	assert.Equal(t, http.StatusServiceUnavailable, rec.Code)
+	assert.Equal(t, "1", rec.Header().Get("Retry-After"))
+	var reply ingestReply
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &reply), rec.Body.String())
+	assert.Contains(t, reply.Error, "decoding stopped")
+	assert.Zero(t, sink.SpanCount())
 }
