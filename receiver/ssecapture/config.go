@@ -67,6 +67,12 @@ type IngestConfig struct {
 	MaxRecords int `mapstructure:"max_records"`
 	// MaxChunksPerRecord bounds the chunk times of one record; more get 413.
 	MaxChunksPerRecord int `mapstructure:"max_chunks_per_record"`
+	// MaxAttributesPerRecord bounds the attributes of one record; more get 413.
+	MaxAttributesPerRecord int `mapstructure:"max_attributes_per_record"`
+	// MaxAttributeValueLength bounds, in bytes, a string attribute value
+	// (and each string of an array, and the record's name), and the
+	// elements of an array value; more get 413.
+	MaxAttributeValueLength int `mapstructure:"max_attribute_value_length"`
 
 	_ struct{}
 }
@@ -142,6 +148,12 @@ func (i *IngestConfig) validate() error {
 	}
 	if i.MaxChunksPerRecord <= 0 {
 		errs = append(errs, fmt.Errorf("ingest: max_chunks_per_record %w", errPositive))
+	}
+	if i.MaxAttributesPerRecord <= 0 {
+		errs = append(errs, fmt.Errorf("ingest: max_attributes_per_record %w", errPositive))
+	}
+	if i.MaxAttributeValueLength <= 0 {
+		errs = append(errs, fmt.Errorf("ingest: max_attribute_value_length %w", errPositive))
 	}
 	return errors.Join(errs...)
 }

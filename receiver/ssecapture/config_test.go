@@ -55,6 +55,9 @@ func TestLoadConfig(t *testing.T) {
 	assert.Equal(t, int64(2048), i.MaxRequestBody)
 	assert.Equal(t, 10, i.MaxRecords)
 	assert.Equal(t, 100, i.MaxChunksPerRecord)
+	assert.Equal(t, 16, i.MaxAttributesPerRecord)
+	assert.Equal(t, 256, i.MaxAttributeValueLength)
+	assert.Equal(t, 5*time.Second, i.ReadTimeout)
 
 	cfg, err = loadConfig(t, "ingest_only")
 	require.NoError(t, err)
@@ -64,6 +67,10 @@ func TestLoadConfig(t *testing.T) {
 	assert.Equal(t, int64(16<<20), i.MaxRequestBody)
 	assert.Equal(t, 10000, i.MaxRecords)
 	assert.Equal(t, 100000, i.MaxChunksPerRecord)
+	assert.Equal(t, 128, i.MaxAttributesPerRecord)
+	assert.Equal(t, 4096, i.MaxAttributeValueLength)
+	assert.Equal(t, 30*time.Second, i.ReadTimeout)
+	assert.Equal(t, 10*time.Second, i.ReadHeaderTimeout)
 }
 
 func TestConfigValidate(t *testing.T) {
@@ -79,6 +86,7 @@ func TestConfigValidate(t *testing.T) {
 			"proxy: max_request_body must be positive", "proxy: queue_size must be positive",
 			"ingest: max_request_body must be positive", "ingest: max_records must be positive",
 			"ingest: max_chunks_per_record must be positive",
+			"ingest: max_attributes_per_record must be positive", "ingest: max_attribute_value_length must be positive",
 		}},
 	}
 	for _, tt := range tests {

@@ -1,7 +1,9 @@
 package ssecapture
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -11,6 +13,8 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -30,6 +34,25 @@ const (
 	fieldAttributes   = "attributes"
 	fieldChunkTimes   = "chunk_times_unix_nano"
 	fieldChunkOffsets = "chunk_offsets_ms"
+)
+
+// reservedPrefix names the figure attributes: only the stall processor
+// writes them, from chunk evidence, so a record may not set them.
+const reservedPrefix = "llm.stream."
+
+// Estimated bytes a decoded record holds as pdata, for the per-request
+// memory budget (measured with BenchmarkDecodeShapes; rounded up).
+const (
+	costSpan      = 320
+	costEvent     = 96
+	costAttribute = 64
+	costElement   = 32
+	// budgetFactor times max_request_body bounds the estimated size of
+	// the spans of one request.
+	budgetFactor = 8
+	// checkEvery is how many JSON values are decoded between two looks at
+	// the request's context.
+	checkEvery = 1024
 )
 
 // ingestError is a rejected request: its status, message, and the record
@@ -52,204 +75,618 @@ func (e *ingestError) Error() string {
 }
 
 type ingestLimits struct {
-	maxRecords int
-	maxChunks  int
+	maxRecords  int
+	maxChunks   int
+	maxAttrs    int
+	maxValueLen int
+	// maxBody is max_request_body: it sets the memory budget.
+	maxBody int64
 }
 
 // recordDecoder turns a request body of JSON records into spans, all or
-// nothing.
+// nothing, one record at a time as the body is read.
 type recordDecoder struct {
 	limits ingestLimits
 	// newID returns random bits for the ids a record leaves out.
 	newID func() uint64
 }
 
+// readTracker remembers the error of the body reader, so that a failed
+// read (body too large, client gone) is told apart from malformed JSON.
+type readTracker struct {
+	r   io.Reader
+	err error
+}
+
+func (t *readTracker) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) {
+		t.err = err
+	}
+	return n, err
+}
+
+// bodyDecoder is the state of one request.
+type bodyDecoder struct {
+	*recordDecoder
+	ctx       context.Context
+	src       *readTracker
+	dec       *json.Decoder
+	td        ptrace.Traces
+	byService map[string]ptrace.SpanSlice
+	rec       rawRecord
+	raw       json.RawMessage // reused for each value decoded whole
+	index     int             // the record being decoded
+	spent     int64           // estimated bytes of the spans so far
+	budget    int64
+	values    int
+}
+
 // decode accepts one JSON record, an array of records, or a stream of
-// records (NDJSON, or any whitespace between values).
-func (d *recordDecoder) decode(body []byte) (ptrace.Traces, int, *ingestError) {
-	td := ptrace.NewTraces()
-	byService := map[string]ptrace.SpanSlice{}
-	trimmed := bytes.TrimLeft(body, " \t\r\n")
-	if len(trimmed) == 0 {
-		return td, 0, &ingestError{Status: http.StatusBadRequest, Message: "empty body: expected a JSON record, an array of records or NDJSON", Record: -1}
+// records (NDJSON, or any whitespace between values). It stops at the first
+// fault, when ctx ends, or when a limit is passed, without reading further.
+func (d *recordDecoder) decode(ctx context.Context, body io.Reader) (ptrace.Traces, int, *ingestError) {
+	src := &readTracker{r: body}
+	b := &bodyDecoder{
+		recordDecoder: d,
+		ctx:           ctx,
+		src:           src,
+		dec:           json.NewDecoder(bufio.NewReaderSize(src, 32<<10)),
+		td:            ptrace.NewTraces(),
+		byService:     map[string]ptrace.SpanSlice{},
+		budget:        budgetFactor * max(d.limits.maxBody, 1<<20),
 	}
-	var raws []json.RawMessage
-	if trimmed[0] == '[' {
-		if err := json.Unmarshal(trimmed, &raws); err != nil {
-			return td, 0, &ingestError{Status: http.StatusBadRequest, Message: "malformed JSON array: " + err.Error(), Record: -1}
+	b.dec.UseNumber()
+	n, err := b.body()
+	if err != nil {
+		return ptrace.NewTraces(), 0, err
+	}
+	return b.td, n, nil
+}
+
+func (b *bodyDecoder) body() (int, *ingestError) {
+	t, err := b.dec.Token()
+	if errors.Is(err, io.EOF) && b.src.err == nil {
+		return 0, &ingestError{Status: http.StatusBadRequest, Message: "empty body: expected a JSON record, an array of records or NDJSON", Record: -1}
+	}
+	if err != nil {
+		return 0, b.fail(err, "")
+	}
+	if t == json.Delim('[') {
+		for b.dec.More() {
+			if t, err = b.dec.Token(); err != nil {
+				return 0, b.fail(err, "")
+			}
+			if err := b.record(t); err != nil {
+				return 0, err
+			}
 		}
-		if len(raws) > d.limits.maxRecords {
-			return td, 0, tooManyRecords(d.limits.maxRecords)
+		if _, err := b.token(""); err != nil { // the closing ]
+			return 0, err
 		}
-	} else {
-		dec := json.NewDecoder(bytes.NewReader(trimmed))
-		for {
-			var raw json.RawMessage
-			err := dec.Decode(&raw)
-			if errors.Is(err, io.EOF) {
-				break
+		if _, err := b.dec.Token(); !errors.Is(err, io.EOF) || b.src.err != nil {
+			if err == nil {
+				err = errors.New("data after the array")
 			}
-			if err != nil {
-				return td, 0, &ingestError{Status: http.StatusBadRequest, Message: "malformed JSON: " + err.Error(), Record: len(raws)}
-			}
-			if len(raws) == d.limits.maxRecords {
-				return td, 0, tooManyRecords(d.limits.maxRecords)
-			}
-			raws = append(raws, raw)
+			return 0, b.fail(err, "")
+		}
+		return b.index, nil
+	}
+	for {
+		if err := b.record(t); err != nil {
+			return 0, err
+		}
+		t, err = b.dec.Token()
+		if errors.Is(err, io.EOF) && b.src.err == nil {
+			return b.index, nil
+		}
+		if err != nil {
+			return 0, b.fail(err, "")
 		}
 	}
-	for i, raw := range raws {
-		if err := d.record(i, raw, td, byService); err != nil {
-			return ptrace.NewTraces(), 0, err
-		}
-	}
-	return td, len(raws), nil
 }
 
 func tooManyRecords(limit int) *ingestError {
 	return &ingestError{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("more than %d records", limit), Record: limit}
 }
 
-func (d *recordDecoder) record(i int, raw json.RawMessage, td ptrace.Traces, byService map[string]ptrace.SpanSlice) *ingestError {
-	bad := func(field, format string, args ...any) *ingestError {
-		return &ingestError{Status: http.StatusBadRequest, Message: fmt.Sprintf(format, args...), Record: i, Field: field}
+// record decodes the record that open begins (its first token, already
+// read), then validates it and appends its span.
+func (b *bodyDecoder) record(open json.Token) *ingestError {
+	if b.index == b.limits.maxRecords {
+		return tooManyRecords(b.limits.maxRecords)
 	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
-		return bad("", "a record must be a JSON object")
+	if err := b.ctx.Err(); err != nil {
+		return b.gone(err)
 	}
-	for k := range fields {
-		switch k {
-		case fieldTraceID, fieldSpanID, fieldParentSpanID, fieldName, fieldStart, fieldEnd, fieldAttributes, fieldChunkTimes, fieldChunkOffsets:
-		default:
-			return bad(k, "unknown field")
-		}
+	if open != json.Delim('{') {
+		return b.bad("", "a record must be a JSON object")
 	}
-
-	var traceID pcommon.TraceID
-	if ok, err := hexID(fields[fieldTraceID], traceID[:]); err != nil {
-		return bad(fieldTraceID, "%v", err)
-	} else if !ok {
-		for traceID == (pcommon.TraceID{}) {
-			putUint64(traceID[:8], d.newID())
-			putUint64(traceID[8:], d.newID())
-		}
+	if err := b.parse(); err != nil {
+		return err
 	}
-	var spanID pcommon.SpanID
-	if ok, err := hexID(fields[fieldSpanID], spanID[:]); err != nil {
-		return bad(fieldSpanID, "%v", err)
-	} else if !ok {
-		for spanID == (pcommon.SpanID{}) {
-			putUint64(spanID[:], d.newID())
-		}
-	}
-	var parent pcommon.SpanID
-	if _, err := hexID(fields[fieldParentSpanID], parent[:]); err != nil {
-		return bad(fieldParentSpanID, "%v", err)
-	}
-
-	var name string
-	if raw, ok := fields[fieldName]; !ok || json.Unmarshal(raw, &name) != nil || name == "" {
-		return bad(fieldName, "required: a non-empty string such as \"chat gpt-4o\"")
-	}
-	start, err := nanos(fields[fieldStart])
+	v, err := b.validate()
 	if err != nil {
-		return bad(fieldStart, "required: %v", err)
+		return err
 	}
+	b.build(v)
+	b.index++
+	return nil
+}
 
-	var chunks []int64
-	rawTimes, hasTimes := fields[fieldChunkTimes]
-	rawOffsets, hasOffsets := fields[fieldChunkOffsets]
-	switch {
-	case hasTimes && hasOffsets:
-		return bad(fieldChunkOffsets, "give chunk_times_unix_nano or chunk_offsets_ms, not both")
-	case hasTimes:
-		chunks, err = numberArray(rawTimes, d.limits.maxChunks, parseNanos)
-		if err != nil {
-			return chunkError(i, fieldChunkTimes, d.limits.maxChunks, err)
-		}
-	case hasOffsets:
-		chunks, err = numberArray(rawOffsets, d.limits.maxChunks, func(tok []byte) (int64, error) {
-			return offsetNanos(start, tok)
-		})
-		if err != nil {
-			return chunkError(i, fieldChunkOffsets, d.limits.maxChunks, err)
-		}
-	}
+func (b *bodyDecoder) bad(field, format string, args ...any) *ingestError {
+	return &ingestError{Status: http.StatusBadRequest, Message: fmt.Sprintf(format, args...), Record: b.index, Field: field}
+}
 
-	end := start
-	if raw, ok := fields[fieldEnd]; ok {
-		if end, err = nanos(raw); err != nil {
-			return bad(fieldEnd, "%v", err)
-		}
-		if end < start {
-			return bad(fieldEnd, "ends before start_time_unix_nano")
-		}
-	} else if len(chunks) > 0 {
-		end = max(start, slices.Max(chunks))
-	}
+func (b *bodyDecoder) tooLarge(field, format string, args ...any) *ingestError {
+	return &ingestError{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf(format, args...), Record: b.index, Field: field}
+}
 
-	attrs := pcommon.NewMap()
-	service := ""
-	if raw, ok := fields[fieldAttributes]; ok {
-		key, err := putAttributes(raw, attrs)
-		if err != nil {
-			return bad(fieldAttributes+key, "%v", err)
-		}
-		// service.name is a resource attribute: it names the resource the
-		// span belongs to, and the metrics connector groups by it there.
-		if v, ok := attrs.Get(semconv.AttrServiceName); ok {
-			service = v.AsString()
-			attrs.Remove(semconv.AttrServiceName)
-		}
-	}
+// gone answers a request whose client left or whose receiver is stopping.
+func (b *bodyDecoder) gone(err error) *ingestError {
+	return &ingestError{Status: http.StatusServiceUnavailable, Message: "decoding stopped: " + err.Error(), Record: -1}
+}
 
-	spans, ok := byService[service]
-	if !ok {
-		rs := td.ResourceSpans().AppendEmpty()
-		if service != "" {
-			rs.Resource().Attributes().PutStr(semconv.AttrServiceName, service)
+// fail turns an error of the JSON decoder into the request's answer: the
+// body could not be read, or it is not well-formed JSON.
+func (b *bodyDecoder) fail(err error, field string) *ingestError {
+	if b.src.err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](b.src.err); ok {
+			return &ingestError{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("request body exceeds %d bytes", b.limits.maxBody), Record: -1}
 		}
-		ss := rs.ScopeSpans().AppendEmpty()
-		ss.Scope().SetName(metadata.ScopeName)
-		spans = ss.Spans()
-		byService[service] = spans
+		if cerr := b.ctx.Err(); cerr != nil {
+			return b.gone(cerr)
+		}
+		return &ingestError{Status: http.StatusBadRequest, Message: "cannot read the request body: " + b.src.err.Error(), Record: -1}
 	}
-	span := spans.AppendEmpty()
-	span.SetName(name)
-	span.SetKind(ptrace.SpanKindClient)
-	span.SetTraceID(traceID)
-	span.SetSpanID(spanID)
-	span.SetParentSpanID(parent)
-	span.SetStartTimestamp(pcommon.Timestamp(start))
-	span.SetEndTimestamp(pcommon.Timestamp(end))
-	attrs.MoveTo(span.Attributes())
-	events := span.Events()
-	events.EnsureCapacity(len(chunks))
-	for _, at := range chunks {
-		ev := events.AppendEmpty()
-		ev.SetName(semconv.EventChunk)
-		ev.SetTimestamp(pcommon.Timestamp(at))
+	if errors.Is(err, io.EOF) {
+		err = io.ErrUnexpectedEOF
+	}
+	return &ingestError{Status: http.StatusBadRequest, Message: "malformed JSON: " + err.Error(), Record: b.index, Field: field}
+}
+
+// token reads the next token inside a record, checking the context now
+// and then.
+func (b *bodyDecoder) token(field string) (json.Token, *ingestError) {
+	b.values++
+	if b.values%checkEvery == 0 {
+		if err := b.ctx.Err(); err != nil {
+			return nil, b.gone(err)
+		}
+	}
+	t, err := b.dec.Token()
+	if err != nil {
+		return nil, b.fail(err, field)
+	}
+	return t, nil
+}
+
+// spend charges the memory budget.
+func (b *bodyDecoder) spend(field string, n int) *ingestError {
+	b.spent += int64(n)
+	if b.spent > b.budget {
+		return b.tooLarge(field, "the records would take more than %d bytes as spans (%d times max_request_body): send fewer chunk times, attributes or records per request", b.budget, budgetFactor)
 	}
 	return nil
 }
 
-var errTooManyChunks = errors.New("too many chunk times")
-
-func chunkError(i int, field string, limit int, err error) *ingestError {
-	if errors.Is(err, errTooManyChunks) {
-		return &ingestError{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("more than %d chunk times", limit), Record: i, Field: field}
-	}
-	return &ingestError{Status: http.StatusBadRequest, Message: err.Error(), Record: i, Field: field}
+// rawRecord is a record as read, before validation. Its slices are reused
+// from one record to the next.
+type rawRecord struct {
+	seen                    uint16
+	traceID, spanID, parent json.Token
+	name                    string
+	start, end              json.Token
+	// times holds chunk_times_unix_nano, or chunk_offsets_ms as float64
+	// bits until validate converts them.
+	times                    []int64
+	offsetsGiven, timesGiven bool
+	attrs                    map[string]any
 }
 
-// hexID decodes an optional hex id into dst; absent, null and "" mean none.
-func hexID(raw json.RawMessage, dst []byte) (bool, error) {
-	if len(raw) == 0 || string(raw) == "null" {
+var recordFields = [...]string{fieldTraceID, fieldSpanID, fieldParentSpanID, fieldName, fieldStart, fieldEnd, fieldAttributes, fieldChunkTimes, fieldChunkOffsets}
+
+// parse reads the fields of a record up to its closing brace: types, syntax
+// and the size limits, which stop the request as soon as they are passed.
+func (b *bodyDecoder) parse() *ingestError {
+	r := &b.rec
+	*r = rawRecord{times: r.times[:0]}
+	for {
+		t, err := b.token("")
+		if err != nil {
+			return err
+		}
+		if t == json.Delim('}') {
+			return nil
+		}
+		key, _ := t.(string) // json.Decoder only returns strings as keys
+		bit := slices.Index(recordFields[:], key)
+		if bit < 0 {
+			return b.bad(key, "unknown field")
+		}
+		if r.seen&(1<<bit) != 0 {
+			return b.bad(key, "duplicate field")
+		}
+		r.seen |= 1 << bit
+		if key == fieldChunkTimes || key == fieldChunkOffsets {
+			if r.timesGiven || r.offsetsGiven {
+				return b.bad(fieldChunkOffsets, "give chunk_times_unix_nano or chunk_offsets_ms, not both")
+			}
+			r.timesGiven = key == fieldChunkTimes
+			r.offsetsGiven = key == fieldChunkOffsets
+			if err := b.chunks(key); err != nil {
+				return err
+			}
+			continue
+		}
+		if t, err = b.token(key); err != nil {
+			return err
+		}
+		if _, open := t.(json.Delim); open {
+			switch key {
+			case fieldTraceID:
+				return b.bad(key, "must be a string of 32 hex digits")
+			case fieldSpanID, fieldParentSpanID:
+				return b.bad(key, "must be a string of 16 hex digits")
+			case fieldStart, fieldEnd:
+				return b.bad(key, "must be a positive number of unix nanoseconds")
+			}
+		}
+		switch key {
+		case fieldTraceID:
+			r.traceID = t
+		case fieldSpanID:
+			r.spanID = t
+		case fieldParentSpanID:
+			r.parent = t
+		case fieldStart:
+			r.start = t
+		case fieldEnd:
+			r.end = t
+		case fieldName:
+			s, ok := t.(string)
+			if !ok || s == "" {
+				return b.bad(fieldName, "required: a non-empty string such as \"chat gpt-4o\"")
+			}
+			if len(s) > b.limits.maxValueLen {
+				return b.tooLarge(fieldName, "longer than %d bytes", b.limits.maxValueLen)
+			}
+			r.name = s
+		case fieldAttributes:
+			if err := b.attributes(t); err != nil {
+				return err
+			}
+		}
+		// Every field above has read its whole value, or failed.
+	}
+}
+
+// chunks reads a chunk time array whole (the decoder has checked its
+// syntax; it is no longer than max_request_body) and parses it without
+// building a value per element: one reused buffer, then the numbers.
+func (b *bodyDecoder) chunks(field string) *ingestError {
+	raw, err := b.rawValue(field)
+	if err != nil {
+		return err
+	}
+	parse := parseNanosRaw
+	if field == fieldChunkOffsets {
+		parse = parseMillisRaw
+	}
+	r := &b.rec
+	out, perr := numberArray(raw, b.limits.maxChunks, r.times[:0], parse)
+	if errors.Is(perr, errTooManyChunks) {
+		return b.tooLarge(field, "more than %d chunk times", b.limits.maxChunks)
+	}
+	if perr != nil {
+		return b.bad(field, "%v", perr)
+	}
+	r.times = out
+	return b.spend(field, costEvent*len(out))
+}
+
+// rawValue reads the next whole value into the decoder's reused buffer.
+func (b *bodyDecoder) rawValue(field string) ([]byte, *ingestError) {
+	b.values++
+	if b.values%checkEvery == 0 {
+		if err := b.ctx.Err(); err != nil {
+			return nil, b.gone(err)
+		}
+	}
+	b.raw = b.raw[:0]
+	if err := b.dec.Decode(&b.raw); err != nil {
+		return nil, b.fail(err, field)
+	}
+	return b.raw, nil
+}
+
+// attributes reads the attribute object whose first token is open into a
+// map: duplicate keys are found by the map, in constant time.
+func (b *bodyDecoder) attributes(open json.Token) *ingestError {
+	if open != json.Delim('{') {
+		return b.bad(fieldAttributes, "must be an object of attribute values")
+	}
+	r := &b.rec
+	r.attrs = map[string]any{}
+	for {
+		t, err := b.token(fieldAttributes)
+		if err != nil {
+			return err
+		}
+		if t == json.Delim('}') {
+			return nil
+		}
+		key, _ := t.(string)
+		if len(r.attrs) == b.limits.maxAttrs {
+			return b.tooLarge(fieldAttributes, "more than %d attributes", b.limits.maxAttrs)
+		}
+		if err := b.attribute(key); err != nil {
+			// The field is named here, not for every attribute read.
+			if err.Record >= 0 && err.Field == "" {
+				err.Field = fieldAttributes + "." + key
+			}
+			return err
+		}
+	}
+}
+
+// attribute reads the value of one attribute; its errors leave the field
+// for the caller to name.
+func (b *bodyDecoder) attribute(key string) *ingestError {
+	r := &b.rec
+	if _, dup := r.attrs[key]; dup {
+		return b.bad("", "duplicate attribute key")
+	}
+	if err := b.spend("", costAttribute+len(key)); err != nil {
+		return err
+	}
+	raw, err := b.rawValue("")
+	if err != nil {
+		return err
+	}
+	v, err := b.value("", raw)
+	if err != nil {
+		return err
+	}
+	r.attrs[key] = v
+	return nil
+}
+
+// value converts one attribute value, given whole: a string, number or
+// boolean, or a homogeneous array of them.
+func (b *bodyDecoder) value(field string, raw []byte) (any, *ingestError) {
+	if raw[0] != '[' {
+		v, err := b.scalar(field, raw)
+		if err == nil && v == nil {
+			err = b.bad(field, "must be a string, number, boolean or an array of them")
+		}
+		return v, err
+	}
+	sub := json.NewDecoder(bytes.NewReader(raw))
+	_, _ = sub.Token() // [
+	elems := []any{}
+	hasDouble := false
+	var elem json.RawMessage
+	for sub.More() {
+		if len(elems) == b.limits.maxValueLen {
+			return nil, b.tooLarge(field, "array of more than %d elements", b.limits.maxValueLen)
+		}
+		elem = elem[:0]
+		if err := sub.Decode(&elem); err != nil {
+			return nil, b.bad(field, "%v", err)
+		}
+		e, err := b.scalar(field, elem)
+		if err != nil {
+			return nil, err
+		}
+		if e == nil {
+			return nil, b.bad(field, "arrays must hold strings, numbers or booleans")
+		}
+		if err := b.spend(field, costElement); err != nil {
+			return nil, err
+		}
+		if len(elems) > 0 && !sameKind(elems[0], e) {
+			return nil, b.bad(field, "array elements must all have one type")
+		}
+		_, isDouble := e.(float64)
+		hasDouble = hasDouble || isDouble
+		elems = append(elems, e)
+	}
+	// OTLP arrays are homogeneous: [1, 2.5] becomes doubles.
+	if hasDouble {
+		for i, e := range elems {
+			if n, ok := e.(int64); ok {
+				elems[i] = float64(n)
+			}
+		}
+	}
+	return elems, nil
+}
+
+// scalar converts a whole scalar value; it returns nil, nil for a value
+// that is not one (null, an object or an array).
+func (b *bodyDecoder) scalar(field string, raw []byte) (any, *ingestError) {
+	switch raw[0] {
+	case '"':
+		s := unquote(raw)
+		if len(s) > b.limits.maxValueLen {
+			return nil, b.tooLarge(field, "string longer than %d bytes", b.limits.maxValueLen)
+		}
+		return s, b.spend(field, len(s))
+	case 't':
+		return true, nil
+	case 'f':
 		return false, nil
+	case 'n', '{', '[':
+		return nil, nil
+	}
+	if n, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
+		return n, nil
+	}
+	f, err := strconv.ParseFloat(string(raw), 64)
+	if err != nil {
+		return nil, b.bad(field, "number %s is out of range", raw)
+	}
+	return f, nil
+}
+
+// unquote decodes a JSON string the decoder has already checked. Without
+// escapes or invalid UTF-8 it is the bytes between the quotes.
+func unquote(raw []byte) string {
+	inner := raw[1 : len(raw)-1]
+	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		return string(inner)
 	}
 	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
+	_ = json.Unmarshal(raw, &s)
+	return s
+}
+
+func sameKind(a, b any) bool {
+	switch a.(type) {
+	case string:
+		_, ok := b.(string)
+		return ok
+	case bool:
+		_, ok := b.(bool)
+		return ok
+	default: // int64 or float64
+		switch b.(type) {
+		case int64, float64:
+			return true
+		}
+		return false
+	}
+}
+
+// validRecord is a record that passed validation, ready to become a span.
+type validRecord struct {
+	traceID    pcommon.TraceID
+	spanID     pcommon.SpanID
+	parent     pcommon.SpanID
+	start, end int64
+	service    string
+	chunks     []int64
+}
+
+// validate checks what parse could not see one token at a time: ids, times
+// and their order, and the reserved attribute names.
+func (b *bodyDecoder) validate() (validRecord, *ingestError) {
+	r := &b.rec
+	var v validRecord
+	if ok, err := hexID(r.traceID, v.traceID[:]); err != nil {
+		return v, b.bad(fieldTraceID, "%v", err)
+	} else if !ok {
+		for v.traceID == (pcommon.TraceID{}) {
+			putUint64(v.traceID[:8], b.newID())
+			putUint64(v.traceID[8:], b.newID())
+		}
+	}
+	if ok, err := hexID(r.spanID, v.spanID[:]); err != nil {
+		return v, b.bad(fieldSpanID, "%v", err)
+	} else if !ok {
+		for v.spanID == (pcommon.SpanID{}) {
+			putUint64(v.spanID[:], b.newID())
+		}
+	}
+	if _, err := hexID(r.parent, v.parent[:]); err != nil {
+		return v, b.bad(fieldParentSpanID, "%v", err)
+	}
+	if r.name == "" {
+		return v, b.bad(fieldName, "required: a non-empty string such as \"chat gpt-4o\"")
+	}
+	if r.start == nil {
+		return v, b.bad(fieldStart, "required: missing, or null")
+	}
+	var err error
+	if v.start, err = parseNanos(r.start); err != nil {
+		return v, b.bad(fieldStart, "required: %v", err)
+	}
+	v.chunks = r.times
+	if r.offsetsGiven {
+		for n, bits := range v.chunks {
+			ms := math.Float64frombits(uint64(bits))
+			ns := ms * 1e6
+			if ns >= float64(math.MaxInt64-v.start) {
+				return v, b.bad(fieldChunkOffsets, "element %d: %v milliseconds is out of range", n, ms)
+			}
+			v.chunks[n] = v.start + int64(math.Round(ns))
+		}
+	}
+	v.end = v.start
+	if r.seen&(1<<slices.Index(recordFields[:], fieldEnd)) != 0 {
+		if r.end == nil {
+			return v, b.bad(fieldEnd, "null is not a positive number of unix nanoseconds")
+		}
+		if v.end, err = parseNanos(r.end); err != nil {
+			return v, b.bad(fieldEnd, "%v", err)
+		}
+		if v.end < v.start {
+			return v, b.bad(fieldEnd, "ends before start_time_unix_nano")
+		}
+	} else if len(v.chunks) > 0 {
+		v.end = max(v.start, slices.Max(v.chunks))
+	}
+	for k := range r.attrs {
+		if k == "" {
+			return v, b.bad(fieldAttributes+".", "attribute keys must not be empty")
+		}
+		if strings.HasPrefix(k, reservedPrefix) {
+			return v, b.bad(fieldAttributes+"."+k, "reserved: llm.stream.* figures are derived from the chunk times by the stall processor, never taken from a record")
+		}
+	}
+	// service.name is a resource attribute: it names the resource the span
+	// belongs to, and the metrics connector groups by it there.
+	if s, ok := r.attrs[semconv.AttrServiceName]; ok {
+		sv := pcommon.NewValueEmpty()
+		_ = sv.FromRaw(s)
+		v.service = sv.AsString()
+		delete(r.attrs, semconv.AttrServiceName)
+	}
+	return v, b.spend("", costSpan+len(r.name))
+}
+
+// build appends the span of a validated record.
+func (b *bodyDecoder) build(v validRecord) {
+	spans, ok := b.byService[v.service]
+	if !ok {
+		rs := b.td.ResourceSpans().AppendEmpty()
+		if v.service != "" {
+			rs.Resource().Attributes().PutStr(semconv.AttrServiceName, v.service)
+		}
+		ss := rs.ScopeSpans().AppendEmpty()
+		ss.Scope().SetName(metadata.ScopeName)
+		spans = ss.Spans()
+		b.byService[v.service] = spans
+	}
+	span := spans.AppendEmpty()
+	span.SetName(b.rec.name)
+	span.SetKind(ptrace.SpanKindClient)
+	span.SetTraceID(v.traceID)
+	span.SetSpanID(v.spanID)
+	span.SetParentSpanID(v.parent)
+	span.SetStartTimestamp(pcommon.Timestamp(v.start))
+	span.SetEndTimestamp(pcommon.Timestamp(v.end))
+	// FromRaw builds the map in one pass (PutEmpty would search the map on
+	// every insert); the values are all of the types it takes.
+	_ = span.Attributes().FromRaw(b.rec.attrs)
+	events := span.Events()
+	events.EnsureCapacity(len(v.chunks))
+	for _, at := range v.chunks {
+		ev := events.AppendEmpty()
+		ev.SetName(semconv.EventChunk)
+		ev.SetTimestamp(pcommon.Timestamp(at))
+	}
+}
+
+// hexID decodes an optional hex id token into dst; absent, null and "" mean
+// none.
+func hexID(t json.Token, dst []byte) (bool, error) {
+	if t == nil {
+		return false, nil
+	}
+	s, ok := t.(string)
+	if !ok {
 		return false, fmt.Errorf("must be a string of %d hex digits", 2*len(dst))
 	}
 	if s == "" {
@@ -261,67 +698,98 @@ func hexID(raw json.RawMessage, dst []byte) (bool, error) {
 	if _, err := hex.Decode(dst, []byte(s)); err != nil {
 		return false, fmt.Errorf("must be %d hex digits: %w", 2*len(dst), err)
 	}
-	for _, b := range dst {
-		if b != 0 {
+	for _, c := range dst {
+		if c != 0 {
 			return true, nil
 		}
 	}
 	return false, errors.New("must not be all zeros")
 }
 
-// nanos reads a unix-nano time given as a JSON number or a decimal string
-// (a JavaScript number cannot hold one exactly; OTLP/JSON uses strings).
-func nanos(raw json.RawMessage) (int64, error) {
-	if len(raw) == 0 {
-		return 0, errors.New("missing")
-	}
-	return parseNanos(bytes.TrimSpace(raw))
-}
-
-func parseNanos(tok []byte) (int64, error) {
-	if len(tok) >= 2 && tok[0] == '"' && tok[len(tok)-1] == '"' {
-		s := tok[1 : len(tok)-1]
-		for _, c := range s {
-			if c < '0' || c > '9' {
-				return 0, fmt.Errorf("%s is not a decimal string of unix nanoseconds", tok)
-			}
+// parseNanos reads a unix-nano time given as a JSON number or a decimal
+// string (a JavaScript number cannot hold one exactly; OTLP/JSON uses
+// strings), as a token or a whole raw value.
+func parseNanos(t any) (int64, error) {
+	var text string
+	switch v := t.(type) {
+	case string:
+		if !digits(v) {
+			return 0, fmt.Errorf("%q is not a decimal string of unix nanoseconds", v)
 		}
-		tok = s
+		text = v
+	case json.Number:
+		text = string(v)
+	case []byte:
+		if len(v) >= 2 && v[0] == '"' {
+			return parseNanos(string(v[1 : len(v)-1]))
+		}
+		text = string(v)
+	default:
+		return 0, fmt.Errorf("%v is not a positive number of unix nanoseconds", tokenText(t))
 	}
-	v, err := strconv.ParseInt(string(tok), 10, 64)
+	v, err := strconv.ParseInt(text, 10, 64)
 	if err != nil {
 		// A JSON number written with a fraction or an exponent.
-		f, ferr := strconv.ParseFloat(string(tok), 64)
+		f, ferr := strconv.ParseFloat(text, 64)
 		if ferr != nil || math.IsNaN(f) || f < 1 || f >= math.MaxInt64 {
-			return 0, fmt.Errorf("%s is not a positive number of unix nanoseconds", tok)
+			return 0, fmt.Errorf("%s is not a positive number of unix nanoseconds", text)
 		}
 		v = int64(math.Round(f))
 	}
 	if v <= 0 {
-		return 0, fmt.Errorf("%s is not a positive number of unix nanoseconds", tok)
+		return 0, fmt.Errorf("%s is not a positive number of unix nanoseconds", text)
 	}
 	return v, nil
 }
 
-// offsetNanos turns a millisecond offset from start into unix nanoseconds.
-func offsetNanos(start int64, tok []byte) (int64, error) {
-	if len(tok) >= 2 && tok[0] == '"' {
-		tok = tok[1 : len(tok)-1]
+func digits(s string) bool {
+	for _, c := range []byte(s) {
+		if c < '0' || c > '9' {
+			return false
+		}
 	}
-	ms, err := strconv.ParseFloat(string(tok), 64)
+	return true
+}
+
+var errTooManyChunks = errors.New("too many chunk times")
+
+func parseNanosRaw(raw []byte) (int64, error) { return parseNanos(raw) }
+
+// parseMillisRaw reads a millisecond offset as the bits of a float64: the
+// offsets share the chunk times' buffer until the start time is known.
+func parseMillisRaw(raw []byte) (int64, error) {
+	ms, err := parseMillis(raw)
+	return int64(math.Float64bits(ms)), err
+}
+
+// parseMillis reads a millisecond offset, a whole raw value: a JSON number
+// or a decimal string, finite and not negative.
+func parseMillis(raw []byte) (float64, error) {
+	if len(raw) >= 2 && raw[0] == '"' {
+		raw = raw[1 : len(raw)-1]
+	}
+	ms, err := strconv.ParseFloat(string(raw), 64)
 	if err != nil || math.IsNaN(ms) || math.IsInf(ms, 0) || ms < 0 {
-		return 0, fmt.Errorf("%s is not a non-negative number of milliseconds", tok)
+		return 0, fmt.Errorf("%s is not a non-negative number of milliseconds", raw)
 	}
-	ns := ms * 1e6
-	if ns >= float64(math.MaxInt64-start) {
-		return 0, fmt.Errorf("%s milliseconds is out of range", tok)
+	return ms, nil
+}
+
+// tokenText names a token that is not a number in an error message.
+func tokenText(t json.Token) string {
+	switch v := t.(type) {
+	case nil:
+		return "null"
+	case json.Delim:
+		return "an array or object"
+	default:
+		return fmt.Sprint(v)
 	}
-	return start + int64(math.Round(ns)), nil
 }
 
 // numberArray reads a JSON array of numbers or strings without building a
 // value per element: records may carry a hundred thousand chunk times.
-func numberArray(raw []byte, limit int, parse func([]byte) (int64, error)) ([]int64, error) {
+func numberArray(raw []byte, limit int, out []int64, parse func([]byte) (int64, error)) ([]int64, error) {
 	i := skipSpace(raw, 0)
 	if i >= len(raw) || raw[i] != '[' {
 		if bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
@@ -329,7 +797,6 @@ func numberArray(raw []byte, limit int, parse func([]byte) (int64, error)) ([]in
 		}
 		return nil, errors.New("must be an array")
 	}
-	var out []int64
 	i = skipSpace(raw, i+1)
 	if i < len(raw) && raw[i] == ']' {
 		return out, nil
@@ -389,87 +856,4 @@ func skipSpace(b []byte, i int) int {
 
 func isDelimiter(c byte) bool {
 	return c == ',' || c == ']' || c == ' ' || c == '\t' || c == '\n' || c == '\r'
-}
-
-// putAttributes copies a JSON object of primitive values (or homogeneous
-// arrays of them) into attrs, keys sorted. On error it returns the path
-// suffix of the bad key (".key").
-func putAttributes(raw json.RawMessage, attrs pcommon.Map) (string, error) {
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
-		return "", errors.New("must be an object of attribute values")
-	}
-	keys := make([]string, 0, len(obj))
-	for k := range obj {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	attrs.EnsureCapacity(len(keys))
-	for _, k := range keys {
-		if k == "" {
-			return ".", errors.New("attribute keys must not be empty")
-		}
-		if err := putValue(obj[k], attrs.PutEmpty(k), true); err != nil {
-			return "." + k, err
-		}
-	}
-	return "", nil
-}
-
-func putValue(raw json.RawMessage, v pcommon.Value, allowArray bool) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var x any
-	if err := dec.Decode(&x); err != nil {
-		return err
-	}
-	switch t := x.(type) {
-	case string:
-		v.SetStr(t)
-	case bool:
-		v.SetBool(t)
-	case json.Number:
-		if n, err := t.Int64(); err == nil {
-			v.SetInt(n)
-		} else if f, err := t.Float64(); err == nil {
-			v.SetDouble(f)
-		} else {
-			return fmt.Errorf("number %s is out of range", t)
-		}
-	case []any:
-		if !allowArray {
-			return errors.New("arrays must hold strings, numbers or booleans")
-		}
-		var elems []json.RawMessage
-		if err := json.Unmarshal(raw, &elems); err != nil {
-			return err
-		}
-		s := v.SetEmptySlice()
-		s.EnsureCapacity(len(elems))
-		for _, e := range elems {
-			if err := putValue(e, s.AppendEmpty(), false); err != nil {
-				return err
-			}
-		}
-		hasDouble := false
-		for i := range s.Len() {
-			if s.At(i).Type() != s.At(0).Type() && (!isNumeric(s.At(i)) || !isNumeric(s.At(0))) {
-				return errors.New("array elements must all have one type")
-			}
-			hasDouble = hasDouble || s.At(i).Type() == pcommon.ValueTypeDouble
-		}
-		// OTLP arrays are homogeneous: [1, 2.5] becomes doubles.
-		for i := range s.Len() {
-			if e := s.At(i); hasDouble && e.Type() == pcommon.ValueTypeInt {
-				e.SetDouble(float64(e.Int()))
-			}
-		}
-	default:
-		return errors.New("must be a string, number, boolean or an array of them")
-	}
-	return nil
-}
-
-func isNumeric(v pcommon.Value) bool {
-	return v.Type() == pcommon.ValueTypeInt || v.Type() == pcommon.ValueTypeDouble
 }

@@ -1,6 +1,9 @@
 package ssecapture
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -12,6 +15,7 @@ import (
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/pdatatest/ptracetest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/streamstall/streamstall/internal/figures"
@@ -20,7 +24,14 @@ import (
 
 func testDecoder(maxRecords, maxChunks int) *recordDecoder {
 	rng := rand.New(rand.NewPCG(1, 2))
-	return &recordDecoder{limits: ingestLimits{maxRecords: maxRecords, maxChunks: maxChunks}, newID: rng.Uint64}
+	return &recordDecoder{limits: ingestLimits{
+		maxRecords: maxRecords, maxChunks: maxChunks,
+		maxAttrs: defaultMaxAttributesPerRecord, maxValueLen: defaultIngestMaxValueLength, maxBody: defaultIngestMaxBody,
+	}, newID: rng.Uint64}
+}
+
+func (d *recordDecoder) decodeBytes(body []byte) (ptrace.Traces, int, *ingestError) {
+	return d.decode(context.Background(), bytes.NewReader(body))
 }
 
 // TestDecodeGolden turns the example requests of testdata/ingest into spans
@@ -31,7 +42,7 @@ func TestDecodeGolden(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			body, err := os.ReadFile(filepath.Join("testdata", "ingest", name))
 			require.NoError(t, err)
-			td, n, ierr := testDecoder(100, 100).decode(body)
+			td, n, ierr := testDecoder(100, 100).decodeBytes(body)
 			require.Nil(t, ierr)
 			assert.Equal(t, td.SpanCount(), n)
 			expected := filepath.Join("testdata", "ingest", strings.TrimSuffix(name, filepath.Ext(name))+"_expected.yaml")
@@ -50,7 +61,7 @@ func TestDecodeGolden(t *testing.T) {
 func TestDecodeSpecExample(t *testing.T) {
 	body, err := os.ReadFile(filepath.Join("testdata", "ingest", "single.json"))
 	require.NoError(t, err)
-	td, _, ierr := testDecoder(1, 100).decode(body)
+	td, _, ierr := testDecoder(1, 100).decodeBytes(body)
 	require.Nil(t, ierr)
 	span := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0)
 	var chunks []int64
@@ -79,7 +90,8 @@ func TestDecodeErrors(t *testing.T) {
 	}{
 		{"empty", "  ", http.StatusBadRequest, -1, "", "empty body"},
 		{"not json", "{", http.StatusBadRequest, 0, "", "malformed JSON"},
-		{"bad array", "[{}", http.StatusBadRequest, -1, "", "malformed JSON array"},
+		{"bad array", `[{"name":"a",` + start + `}`, http.StatusBadRequest, 1, "", "malformed JSON"},
+		{"data after array", `[{"name":"a",` + start + `}] {}`, http.StatusBadRequest, 1, "", "malformed JSON"},
 		{"not an object", `[{"name":"a",` + start + `}, 3]`, http.StatusBadRequest, 1, "", "JSON object"},
 		{"unknown field", `{"name":"a",` + start + `,"chunk_times":[1]}`, http.StatusBadRequest, 0, "chunk_times", "unknown field"},
 		{"missing name", `{` + start + `}`, http.StatusBadRequest, 0, "name", "required"},
@@ -97,7 +109,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"zero chunk time", `{"name":"a",` + start + `,"chunk_times_unix_nano":[1, 0]}`, http.StatusBadRequest, 0, "chunk_times_unix_nano", "element 1"},
 		{"bool chunk time", `{"name":"a",` + start + `,"chunk_times_unix_nano":[true]}`, http.StatusBadRequest, 0, "chunk_times_unix_nano", "element 0"},
 		{"negative offset", `{"name":"a",` + start + `,"chunk_offsets_ms":[-1]}`, http.StatusBadRequest, 0, "chunk_offsets_ms", "non-negative"},
-		{"unterminated chunk array", `{"name":"a",` + start + `,"chunk_offsets_ms":[1,}`, http.StatusBadRequest, 0, "", "malformed JSON"},
+		{"unterminated chunk array", `{"name":"a",` + start + `,"chunk_offsets_ms":[1,}`, http.StatusBadRequest, 0, "chunk_offsets_ms", "malformed JSON"},
 		{"object attribute", `{"name":"a",` + start + `,"attributes":{"x":{"y":1}}}`, http.StatusBadRequest, 0, "attributes.x", "string, number, boolean"},
 		{"null attribute", `{"name":"a",` + start + `,"attributes":{"x":null}}`, http.StatusBadRequest, 0, "attributes.x", "string, number, boolean"},
 		{"mixed array attribute", `{"name":"a",` + start + `,"attributes":{"x":[1,"a"]}}`, http.StatusBadRequest, 0, "attributes.x", "one type"},
@@ -110,7 +122,7 @@ func TestDecodeErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			td, n, err := testDecoder(3, 5).decode([]byte(tt.body))
+			td, n, err := testDecoder(3, 5).decodeBytes([]byte(tt.body))
 			require.NotNil(t, err)
 			assert.Equal(t, tt.status, err.Status)
 			assert.Equal(t, tt.record, err.Record)
@@ -123,7 +135,7 @@ func TestDecodeErrors(t *testing.T) {
 }
 
 func TestDecodeEndDefaultsToLastChunk(t *testing.T) {
-	td, _, err := testDecoder(1, 10).decode([]byte(`{"name":"a","start_time_unix_nano":1000,"chunk_times_unix_nano":[3000, 2000, 500]}`))
+	td, _, err := testDecoder(1, 10).decodeBytes([]byte(`{"name":"a","start_time_unix_nano":1000,"chunk_times_unix_nano":[3000, 2000, 500]}`))
 	require.Nil(t, err)
 	span := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0)
 	assert.Equal(t, uint64(3000), uint64(span.EndTimestamp()))
@@ -142,15 +154,23 @@ func FuzzDecodeRecords(f *testing.F) {
 	}
 	f.Add([]byte(`{"name":"a","start_time_unix_nano":"1","chunk_offsets_ms":[1e308, "1.5"]}`))
 	f.Add([]byte(`[{"name":"a","start_time_unix_nano":1,"attributes":{"k":[1,2.5]}}]`))
+	f.Add([]byte(`{"name":"a","start_time_unix_nano":1,"attributes":{"llm.stream.stall_ms":1,"x":"y","x":"z"}}`))
+	f.Add([]byte(`{"name":"a","start_time_unix_nano":1,"attributes":{"service.name":["a",1],"k":[true,false]}}` + "\n[1]"))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		td, n, err := testDecoder(50, 50).decode(body)
+		d := testDecoder(50, 50)
+		d.limits.maxAttrs, d.limits.maxValueLen = 8, 64
+		td, n, err := d.decodeBytes(body)
 		if err != nil {
 			require.Zero(t, td.SpanCount(), "a rejected request yields no span")
 			require.Contains(t, []int{http.StatusBadRequest, http.StatusRequestEntityTooLarge}, err.Status)
+			require.GreaterOrEqual(t, err.Record, -1)
 			require.NotEmpty(t, err.Message)
 			return
 		}
 		require.Equal(t, n, td.SpanCount())
+		if trimmed := bytes.TrimLeft(body, " \t\r\n"); len(trimmed) > 0 && trimmed[0] == '[' {
+			require.True(t, json.Valid(body), "an accepted array is valid JSON")
+		}
 		rss := td.ResourceSpans()
 		for i := range rss.Len() {
 			spans := rss.At(i).ScopeSpans().At(0).Spans()
@@ -161,6 +181,17 @@ func FuzzDecodeRecords(f *testing.F) {
 				require.False(t, s.SpanID().IsEmpty())
 				require.Positive(t, uint64(s.StartTimestamp()))
 				require.GreaterOrEqual(t, s.EndTimestamp(), s.StartTimestamp())
+				require.LessOrEqual(t, len(s.Name()), 64)
+				require.LessOrEqual(t, s.Attributes().Len(), 8)
+				require.LessOrEqual(t, s.Events().Len(), 50)
+				for k, v := range s.Attributes().All() {
+					require.False(t, strings.HasPrefix(k, reservedPrefix), "a record never sets a figure: %s", k)
+					require.NotEqual(t, "service.name", k, "service.name is moved to the resource")
+					require.NotEmpty(t, k)
+					if v.Type() == pcommon.ValueTypeStr {
+						require.LessOrEqual(t, len(v.Str()), 64)
+					}
+				}
 				for k := range s.Events().Len() {
 					require.Positive(t, uint64(s.Events().At(k).Timestamp()))
 				}
@@ -191,7 +222,7 @@ func BenchmarkDecodeRecords(b *testing.B) {
 	b.ReportAllocs()
 	b.SetBytes(int64(len(body)))
 	for b.Loop() {
-		if _, _, err := d.decode(body); err != nil {
+		if _, _, err := d.decodeBytes(body); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -209,7 +240,7 @@ func TestIngestDocExamples(t *testing.T) {
 	require.Positive(t, i)
 	body := text[i+len("<<'EOF'\n"):]
 	body = body[:strings.Index(body, "\nEOF")]
-	td, n, ierr := testDecoder(10, 100).decode([]byte(body))
+	td, n, ierr := testDecoder(10, 100).decodeBytes([]byte(body))
 	require.Nil(t, ierr)
 	require.Equal(t, 1, n)
 	span := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0)
@@ -224,7 +255,7 @@ func TestIngestDocExamples(t *testing.T) {
 
 	// The browser example's record shape.
 	browser := `{"name":"chat gpt-4o","start_time_unix_nano":"1790000000000000000","attributes":{"gen_ai.operation.name":"chat","gen_ai.request.model":"gpt-4o","service.name":"web"},"chunk_offsets_ms":[12.300000000000182,40.5]}`
-	td, _, ierr = testDecoder(10, 100).decode([]byte(browser))
+	td, _, ierr = testDecoder(10, 100).decodeBytes([]byte(browser))
 	require.Nil(t, ierr)
 	svc, _ := td.ResourceSpans().At(0).Resource().Attributes().Get("service.name")
 	assert.Equal(t, "web", svc.Str())

@@ -20,8 +20,21 @@ const (
 	defaultIngestMaxBody      = 16 << 20
 	defaultMaxRecords         = 10000
 	defaultMaxChunksPerRecord = 100000
-	defaultQueueSize          = 1000
-	defaultUpstreamIdleConns  = 1000
+	// As the OpenTelemetry SDKs' default span attribute count limit.
+	defaultMaxAttributesPerRecord = 128
+	// Model names, ids and finish reasons are tens of bytes; 4 KiB leaves
+	// room for long legitimate values while a record's attributes stay
+	// under 128 x 4 KiB.
+	defaultIngestMaxValueLength = 4096
+	defaultQueueSize            = 1000
+	defaultUpstreamIdleConns    = 1000
+	// defaultReadTimeout bounds the reading of a whole request, headers and
+	// body, on both listeners: a client that trickles its body in cannot
+	// hold a connection and a handler open. It does not bound a streamed
+	// response.
+	defaultReadTimeout = 30 * time.Second
+	// defaultReadHeaderTimeout bounds the reading of the headers alone.
+	defaultReadHeaderTimeout = 10 * time.Second
 )
 
 // Defaults of the proxy's bounds on hostile input.
@@ -29,7 +42,7 @@ const (
 	// Model names, response ids and finish reasons are identifiers of tens
 	// of bytes; 256 keeps every real one whole while bounding what a hostile
 	// body can make a span, and each metric series built from it, carry.
-	defaultMaxAttributeValueLength = 256
+	defaultProxyMaxValueLength = 256
 	// Kubernetes kills a pod 30 s after SIGTERM by default; streams get 20 s
 	// to end, which leaves the rest of the pipeline time to export their
 	// spans (and the ones of the streams ended then).
@@ -48,6 +61,8 @@ func NewFactory() receiver.Factory {
 func createDefaultConfig() component.Config {
 	proxy := confighttp.NewDefaultServerConfig()
 	proxy.NetAddr.Endpoint = defaultProxyEndpoint
+	proxy.ReadTimeout = defaultReadTimeout
+	proxy.ReadHeaderTimeout = defaultReadHeaderTimeout
 	upstream := confighttp.NewDefaultClientConfig()
 	// Every stream goes to one host: keep as many idle connections to it as
 	// a busy proxy has streams in flight, not net/http's default of two, so
@@ -58,6 +73,8 @@ func createDefaultConfig() component.Config {
 	}
 	ingest := confighttp.NewDefaultServerConfig()
 	ingest.NetAddr.Endpoint = defaultIngestEndpoint
+	ingest.ReadTimeout = defaultReadTimeout
+	ingest.ReadHeaderTimeout = defaultReadHeaderTimeout
 	// Both listeners are off until configured; configuring one (even as an
 	// empty section) fills in these defaults.
 	return &Config{
@@ -67,14 +84,16 @@ func createDefaultConfig() component.Config {
 			MaxRequestBody: defaultProxyMaxBody,
 			QueueSize:      defaultQueueSize,
 
-			MaxAttributeValueLength: defaultMaxAttributeValueLength,
+			MaxAttributeValueLength: defaultProxyMaxValueLength,
 			ShutdownTimeout:         defaultShutdownTimeout,
 		}),
 		Ingest: configoptional.Default(IngestConfig{
-			ServerConfig:       ingest,
-			MaxRequestBody:     defaultIngestMaxBody,
-			MaxRecords:         defaultMaxRecords,
-			MaxChunksPerRecord: defaultMaxChunksPerRecord,
+			ServerConfig:            ingest,
+			MaxRequestBody:          defaultIngestMaxBody,
+			MaxRecords:              defaultMaxRecords,
+			MaxChunksPerRecord:      defaultMaxChunksPerRecord,
+			MaxAttributesPerRecord:  defaultMaxAttributesPerRecord,
+			MaxAttributeValueLength: defaultIngestMaxValueLength,
 		}),
 	}
 }

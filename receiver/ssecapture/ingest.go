@@ -1,11 +1,10 @@
 package ssecapture
 
 import (
+	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
 	"math/rand/v2"
+	"mime"
 	"net/http"
 
 	"go.opentelemetry.io/collector/consumer"
@@ -23,19 +22,36 @@ type ingestHandler struct {
 	decoder recordDecoder
 	next    consumer.Traces
 	obsrecv *receiverhelper.ObsReport
+	// stopping ends when the receiver shuts down: decoding stops.
+	stopping context.Context
+	stop     context.CancelFunc
 }
 
 func newIngestHandler(cfg *IngestConfig, next consumer.Traces, obsrecv *receiverhelper.ObsReport) *ingestHandler {
+	stopping, stop := context.WithCancel(context.Background())
 	return &ingestHandler{
 		maxBody: cfg.MaxRequestBody,
 		decoder: recordDecoder{
-			limits: ingestLimits{maxRecords: cfg.MaxRecords, maxChunks: cfg.MaxChunksPerRecord},
-			newID:  rand.Uint64,
+			limits: ingestLimits{
+				maxRecords:  cfg.MaxRecords,
+				maxChunks:   cfg.MaxChunksPerRecord,
+				maxAttrs:    cfg.MaxAttributesPerRecord,
+				maxValueLen: cfg.MaxAttributeValueLength,
+				maxBody:     cfg.MaxRequestBody,
+			},
+			newID: rand.Uint64,
 		},
-		next:    next,
-		obsrecv: obsrecv,
+		next:     next,
+		obsrecv:  obsrecv,
+		stopping: stopping,
+		stop:     stop,
 	}
 }
+
+// ingestMediaTypes are the content types ingest accepts. Anything else is
+// refused before the body is read: a browser may send text/plain from any
+// origin without a CORS preflight, and such a request must not be taken.
+var ingestMediaTypes = map[string]bool{"application/json": true, "application/x-ndjson": true}
 
 func (h *ingestHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path != ingestPath {
@@ -47,23 +63,32 @@ func (h *ingestHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeIngestError(w, &ingestError{Status: http.StatusMethodNotAllowed, Message: "method not allowed: use POST", Record: -1})
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
-	if err != nil {
-		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			writeIngestError(w, &ingestError{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("request body exceeds %d bytes", h.maxBody), Record: -1})
-			return
-		}
-		writeIngestError(w, &ingestError{Status: http.StatusBadRequest, Message: "cannot read the request body", Record: -1})
+	ct := r.Header.Get("Content-Type")
+	if mt, _, err := mime.ParseMediaType(ct); err != nil || !ingestMediaTypes[mt] {
+		writeIngestError(w, &ingestError{
+			Status:  http.StatusUnsupportedMediaType,
+			Message: "unsupported Content-Type " + jsonQuote(ct) + ": send application/json or application/x-ndjson",
+			Record:  -1,
+		})
 		return
 	}
-	td, n, ierr := h.decoder.decode(body)
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	defer context.AfterFunc(h.stopping, cancel)()
+	if h.stopping.Err() != nil {
+		cancel() // AfterFunc cancels too, but in its own goroutine
+	}
+	td, n, ierr := h.decoder.decode(ctx, http.MaxBytesReader(w, r.Body, h.maxBody))
 	if ierr != nil {
+		if ierr.Status == http.StatusServiceUnavailable {
+			w.Header().Set("Retry-After", "1")
+		}
 		writeIngestError(w, ierr)
 		return
 	}
-	ctx := h.obsrecv.StartTracesOp(r.Context())
-	err = h.next.ConsumeTraces(ctx, td)
-	h.obsrecv.EndTracesOp(ctx, formatIngest, td.SpanCount(), err)
+	octx := h.obsrecv.StartTracesOp(r.Context())
+	err := h.next.ConsumeTraces(octx, td)
+	h.obsrecv.EndTracesOp(octx, formatIngest, td.SpanCount(), err)
 	if err != nil {
 		if consumererror.IsPermanent(err) {
 			writeIngestError(w, &ingestError{Status: http.StatusBadRequest, Message: "the pipeline rejected the records: " + err.Error(), Record: -1})
@@ -78,8 +103,14 @@ func (h *ingestHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(map[string]int{"accepted": n})
 }
 
+func jsonQuote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
 func writeIngestError(w http.ResponseWriter, e *ingestError) {
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Del("Content-Length")
 	w.WriteHeader(e.Status)
 	body := map[string]any{"error": e.Message}
 	if e.Record >= 0 {
@@ -89,4 +120,11 @@ func writeIngestError(w http.ResponseWriter, e *ingestError) {
 		body["field"] = e.Field
 	}
 	_ = json.NewEncoder(w).Encode(body)
+}
+
+// ingestServerError answers, in JSON, the errors confighttp raises before
+// the handler runs: an unsupported or corrupt Content-Encoding, a failed
+// authentication.
+func ingestServerError(w http.ResponseWriter, _ *http.Request, msg string, status int) {
+	writeIngestError(w, &ingestError{Status: status, Message: msg, Record: -1})
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -139,4 +140,83 @@ func TestIngestPipelineRefuses(t *testing.T) {
 		assert.Empty(t, resp.Header.Get("Retry-After"))
 		assert.Contains(t, reply.Error, "bad data")
 	})
+}
+
+// TestIngestOnlyJSON: rows 10 and 12 of the trust-boundary table. Only
+// JSON content types are taken (a CORS simple request with text/plain is
+// not), and every error, including those confighttp raises before the
+// handler, has a JSON body.
+func TestIngestOnlyJSON(t *testing.T) {
+	sink := new(consumertest.TracesSink)
+	url := startIngest(t, sink, nil) + ingestPath
+
+	for _, ct := range []string{"application/json", "application/json; charset=utf-8", "Application/JSON;Charset=UTF-8", "application/x-ndjson", "application/x-ndjson; charset=utf-8"} {
+		resp, reply := postIngest(t, url, ct, []byte(okRecord), nil)
+		assert.Equal(t, http.StatusOK, resp.StatusCode, ct+": "+reply.Error)
+	}
+	require.Equal(t, 5, sink.SpanCount())
+
+	for _, ct := range []string{"text/plain", "text/plain;charset=UTF-8", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "application/jsonx", "", "application/json; charset"} {
+		resp, reply := postIngest(t, url, ct, []byte(okRecord), http.Header{"Origin": {"https://evil.example"}})
+		assert.Equal(t, http.StatusUnsupportedMediaType, resp.StatusCode, ct)
+		assert.Contains(t, reply.Error, "application/x-ndjson", ct)
+	}
+
+	resp, reply := postIngest(t, url, "application/json", []byte(okRecord), http.Header{"Content-Encoding": {"br"}})
+	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	assert.Contains(t, reply.Error, "br")
+
+	resp, reply = postIngest(t, url, "application/json", []byte("not gzip"), http.Header{"Content-Encoding": {"gzip"}})
+	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	assert.NotEmpty(t, reply.Error)
+
+	for _, method := range []string{http.MethodGet, http.MethodPut, http.MethodDelete} {
+		req, err := http.NewRequestWithContext(testContext(t), method, url, nil)
+		require.NoError(t, err)
+		r, err := testClient(t).Do(req)
+		require.NoError(t, err)
+		raw, err := io.ReadAll(r.Body)
+		_ = r.Body.Close()
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusMethodNotAllowed, r.StatusCode)
+		assert.Equal(t, "application/json", r.Header.Get("Content-Type"))
+		var body ingestReply
+		require.NoError(t, json.Unmarshal(raw, &body), string(raw))
+		assert.Contains(t, body.Error, "POST")
+	}
+
+	resp, reply = postIngest(t, url, "application/json", []byte(`{"name":"a","start_time_unix_nano":1,"attributes":{"llm.stream.stall_count":3,"llm.stream.stall_ms":90000}}`), nil)
+	assert.Equal(t, http.StatusBadRequest, resp.StatusCode, "row 4: forged figures")
+	assert.Contains(t, reply.Field, "attributes.llm.stream.stall")
+	assert.Contains(t, reply.Error, "reserved")
+
+	resp, reply = postIngest(t, url, "application/json", zeroArray(8<<20-1), nil)
+	assert.Equal(t, http.StatusBadRequest, resp.StatusCode, "row 1")
+	require.NotNil(t, reply.Record)
+	assert.Equal(t, 0, *reply.Record)
+	assert.Equal(t, 5, sink.SpanCount())
+}
+
+// TestIngestStopsAtShutdown: shutting the receiver down stops requests
+// still decoding; they get 503 with a JSON error and nothing is taken.
+func TestIngestStopsAtShutdown(t *testing.T) {
+	sink := new(consumertest.TracesSink)
+	cfg := NewFactory().CreateDefaultConfig().(*Config)
+	i := cfg.Ingest.GetOrInsertDefault()
+	i.NetAddr.Endpoint = "127.0.0.1:0"
+	rcv := startReceiver(t, cfg, sink, newMdatagenNopHost(), nil)
+	require.NotNil(t, rcv.ingest)
+	require.NoError(t, rcv.Shutdown(testContext(t)))
+	require.Error(t, rcv.ingest.stopping.Err(), "shutdown stops decoding")
+
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequestWithContext(testContext(t), http.MethodPost, ingestPath, strings.NewReader(okRecord))
+	req.Header.Set("Content-Type", "application/json")
+	rcv.ingest.ServeHTTP(rec, req)
+	assert.Equal(t, http.StatusServiceUnavailable, rec.Code)
+	assert.Equal(t, "1", rec.Header().Get("Retry-After"))
+	var reply ingestReply
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &reply), rec.Body.String())
+	assert.Contains(t, reply.Error, "decoding stopped")
+	assert.Zero(t, sink.SpanCount())
 }

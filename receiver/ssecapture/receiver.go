@@ -41,6 +41,7 @@ type sseCaptureReceiver struct {
 	addrs      map[string]net.Addr // bound addresses by listener name, for tests
 	queue      *spanQueue
 	proxy      *proxy
+	ingest     *ingestHandler
 	shutdownWG sync.WaitGroup
 }
 
@@ -96,7 +97,8 @@ func (r *sseCaptureReceiver) Start(ctx context.Context, host component.Host) err
 	if r.cfg.Ingest.HasValue() {
 		icfg := r.cfg.Ingest.Get()
 		h := newIngestHandler(icfg, r.next, r.obsIngest)
-		if err := r.serve(ctx, host, "ingest", icfg.ServerConfig, icfg.MaxRequestBody, h); err != nil {
+		r.ingest = h
+		if err := r.serve(ctx, host, "ingest", icfg.ServerConfig, icfg.MaxRequestBody, h, confighttp.WithErrorHandler(ingestServerError)); err != nil {
 			return errors.Join(err, r.Shutdown(ctx))
 		}
 	}
@@ -139,6 +141,9 @@ func (r *sseCaptureReceiver) serve(ctx context.Context, host component.Host, nam
 // with error.type=shutdown and the chunks seen so far, are queued like any
 // other. The queue is then drained while ctx allows.
 func (r *sseCaptureReceiver) Shutdown(ctx context.Context) error {
+	if r.ingest != nil {
+		r.ingest.stop() // requests still decoding stop
+	}
 	errs := make([]error, len(r.servers))
 	var wg sync.WaitGroup
 	for i, srv := range r.servers {
