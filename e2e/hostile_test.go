@@ -1,0 +1,505 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/streamstall/streamstall/internal/localstack"
+	"github.com/streamstall/streamstall/internal/semconv"
+)
+
+// The attacks of docs/security.md against the ocb-built collector with its
+// default limits: each must cost bounded memory and time, get a clear answer,
+// and leave only figures that chunk evidence supports.
+
+const hostileConfig = `
+extensions:
+  bearertokenauth/proxy:
+    header: X-Collector-Token
+    token: collector-secret
+receivers:
+  otlp:
+    protocols:
+      http:
+        endpoint: 127.0.0.1:${OTLP}
+  sse_capture:
+    proxy:
+      endpoint: 127.0.0.1:${PROXY}
+      upstream:
+        endpoint: ${UPSTREAM}/openai
+      auth:
+        authenticator: bearertokenauth/proxy
+      auth_header: X-Collector-Token
+    ingest:
+      endpoint: 127.0.0.1:${INGEST}
+processors:
+  stall:
+connectors:
+  stall_metrics:
+    flush_interval: 1s
+exporters:
+  otlp_http:
+    endpoint: ${SINK}
+    encoding: json
+    compression: none
+    retry_on_failure:
+      enabled: false
+    sending_queue:
+      enabled: false
+  prometheus:
+    endpoint: 127.0.0.1:${PROM}
+service:
+  pipelines:
+    traces:
+      receivers: [otlp, sse_capture]
+      processors: [stall]
+      exporters: [otlp_http, stall_metrics]
+    metrics:
+      receivers: [stall_metrics]
+      exporters: [prometheus]
+`
+
+// peakBudget bounds how far the collector's resident-set high-water mark may
+// rise above where it stood before the attacks, over all of them together.
+// Before the trust boundary was hardened, one 16 MB ingest body raised it by
+// 660 to 900 MB and twenty spans with 4 MiB model names by 2.3 GB.
+const peakBudget = 400 << 20
+
+// upstream is the provider behind the proxy: it records what reached it and
+// answers with the stream the test scripted for the request's model.
+type upstream struct {
+	srv      *httptest.Server
+	mu       sync.Mutex
+	requests []*http.Request
+	streams  map[string]func(w http.ResponseWriter, r *http.Request)
+}
+
+func startUpstream(t *testing.T) *upstream {
+	t.Helper()
+	u := &upstream{streams: map[string]func(http.ResponseWriter, *http.Request){}}
+	u.srv = httptest.NewServer(http.HandlerFunc(u.serve))
+	t.Cleanup(u.srv.Close)
+	return u
+}
+
+func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Model string `json:"model"`
+	}
+	body, _ := io.ReadAll(r.Body)
+	_ = json.Unmarshal(body, &req)
+	u.mu.Lock()
+	u.requests = append(u.requests, r.Clone(context.Background()))
+	stream := u.streams[req.Model]
+	u.mu.Unlock()
+	if stream == nil {
+		http.Error(w, `{"error":"no such model"}`, http.StatusNotFound)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	stream(w, r)
+}
+
+func (u *upstream) script(model string, stream func(w http.ResponseWriter, r *http.Request)) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.streams[model] = stream
+}
+
+func (u *upstream) seen() []*http.Request {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]*http.Request(nil), u.requests...)
+}
+
+func chunkFrame(model, text string) string {
+	return fmt.Sprintf("data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"model\":%q,\"choices\":[{\"index\":0,\"delta\":{\"content\":%q}}]}\n\n", model, text)
+}
+
+func flushed(w http.ResponseWriter, s string) {
+	_, _ = io.WriteString(w, s)
+	w.(http.Flusher).Flush()
+}
+
+type hostileStack struct {
+	col                       *localstack.Process
+	up                        *upstream
+	sink                      *localstack.Sink
+	otlp, proxy, ingest, prom string
+	baseline                  int64
+}
+
+func startHostileStack(t *testing.T) *hostileStack {
+	t.Helper()
+	s := &hostileStack{up: startUpstream(t), sink: startSink(t)}
+	otlp, proxy, ingest, prom := freePort(t), freePort(t), freePort(t), freePort(t)
+	s.col = collector(t, fill(hostileConfig, "OTLP", otlp, "PROXY", proxy, "INGEST", ingest, "PROM", prom,
+		"UPSTREAM", s.up.srv.URL, "SINK", s.sink.URL), "bearertokenauth/proxy")
+	s.otlp = fmt.Sprintf("http://127.0.0.1:%d/v1/traces", otlp)
+	s.proxy = fmt.Sprintf("127.0.0.1:%d", proxy)
+	s.ingest = fmt.Sprintf("http://127.0.0.1:%d/v1/streams", ingest)
+	s.prom = fmt.Sprintf("http://127.0.0.1:%d/metrics", prom)
+	var err error
+	s.baseline, err = s.col.PeakRSS()
+	require.NoError(t, err)
+	return s
+}
+
+// checkPeak fails the test when the collector's peak memory rose past budget.
+func (s *hostileStack) checkPeak(t *testing.T, after string) {
+	t.Helper()
+	peak, err := s.col.PeakRSS()
+	require.NoError(t, err)
+	t.Logf("after %s: peak RSS %d MiB (+%d MiB)", after, peak>>20, (peak-s.baseline)>>20)
+	assert.Less(t, peak-s.baseline, int64(peakBudget), "peak RSS after %s", after)
+}
+
+type reply struct {
+	status int
+	header http.Header
+	body   []byte
+	took   time.Duration
+}
+
+func send(t *testing.T, method, url string, header map[string]string, body io.Reader) reply {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, url, body)
+	require.NoError(t, err)
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	start := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return reply{status: resp.StatusCode, header: resp.Header, body: b, took: time.Since(start)}
+}
+
+// jsonError requires an ingest error body: JSON with an "error" string.
+func jsonError(t *testing.T, r reply) map[string]any {
+	t.Helper()
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(r.body, &m), "error body is not JSON: %q", r.body)
+	require.IsType(t, "", m["error"], "error body: %s", r.body)
+	return m
+}
+
+func TestHostileInput(t *testing.T) {
+	s := startHostileStack(t)
+	jsonType := map[string]string{"Content-Type": "application/json"}
+
+	t.Run("ingest zeros array, three at once", func(t *testing.T) {
+		zeros := []byte("[" + strings.Repeat("0,", 8_000_000-1) + "0]")
+		records := []byte("[" + strings.Repeat(`{"name":"chat m","start_time_unix_nano":"1790000000000000000"},`, 250_000) + "{}]")
+		var wg sync.WaitGroup
+		replies := make([]reply, 3)
+		for i := range replies {
+			body := zeros
+			if i > 0 {
+				body = records
+			}
+			wg.Go(func() { replies[i] = send(t, http.MethodPost, s.ingest, jsonType, bytes.NewReader(body)) })
+		}
+		wg.Wait()
+		require.Equal(t, http.StatusBadRequest, replies[0].status, "%s", replies[0].body)
+		assert.EqualValues(t, 0, jsonError(t, replies[0])["record"], "refused at its first element")
+		for _, r := range replies[1:] {
+			require.Equal(t, http.StatusRequestEntityTooLarge, r.status, "%s", r.body)
+			assert.EqualValues(t, 10_000, jsonError(t, r)["record"], "refused at the record past max_records")
+		}
+		for _, r := range replies {
+			assert.Less(t, r.took, 30*time.Second)
+		}
+		s.checkPeak(t, "a 16 MB zeros array and two 16 MB arrays of 250,000 records, at once")
+	})
+
+	t.Run("ingest record with a million attributes", func(t *testing.T) {
+		var b bytes.Buffer
+		b.WriteString(`{"name":"chat m","start_time_unix_nano":"1790000000000000000","attributes":{`)
+		for i := range 1_000_000 {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, `"k%d":1`, i)
+		}
+		b.WriteString(`}}`)
+		r := send(t, http.MethodPost, s.ingest, jsonType, &b)
+		require.Equal(t, http.StatusRequestEntityTooLarge, r.status, "%s", r.body)
+		m := jsonError(t, r)
+		assert.EqualValues(t, 0, m["record"])
+		assert.Less(t, r.took, 30*time.Second, "it used to take over ten minutes of CPU")
+		s.checkPeak(t, "a record with a million attributes")
+	})
+
+	t.Run("ingest record that sets figures", func(t *testing.T) {
+		body := `[{"name":"chat m","start_time_unix_nano":"1790000000000000000",` +
+			`"attributes":{"gen_ai.request.model":"m","llm.stream.stall_count":3,"llm.stream.stall_ms":90000}}]`
+		r := send(t, http.MethodPost, s.ingest, jsonType, strings.NewReader(body))
+		require.Equal(t, http.StatusBadRequest, r.status, "%s", r.body)
+		m := jsonError(t, r)
+		assert.EqualValues(t, 0, m["record"])
+		assert.Contains(t, m["field"], "llm.stream.")
+	})
+
+	t.Run("ingest cross-site simple request", func(t *testing.T) {
+		body := `{"name":"chat m","start_time_unix_nano":"1790000000000000000","chunk_offsets_ms":[10,20]}`
+		r := send(t, http.MethodPost, s.ingest, map[string]string{
+			"Content-Type": "text/plain", "Origin": "https://evil.example",
+		}, strings.NewReader(body))
+		require.Equal(t, http.StatusUnsupportedMediaType, r.status, "%s", r.body)
+		jsonError(t, r)
+	})
+
+	t.Run("ingest brotli body", func(t *testing.T) {
+		r := send(t, http.MethodPost, s.ingest, map[string]string{
+			"Content-Type": "application/json", "Content-Encoding": "br",
+		}, strings.NewReader("not really brotli"))
+		require.GreaterOrEqual(t, r.status, 400, "%s", r.body)
+		require.Less(t, r.status, 500, "%s", r.body)
+		jsonError(t, r)
+	})
+
+	t.Run("otlp span with one chunk and forged figures", func(t *testing.T) {
+		td := ptrace.NewTraces()
+		ss := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty()
+		sp := streamingSpan(ss, "forged-figures", semconv.EventChunk, time.Now().Add(-time.Minute), 100)
+		sp.Attributes().PutInt(semconv.AttrStallCount, 7)
+		sp.Attributes().PutDouble(semconv.AttrStallMs, 50000)
+		sp.Attributes().PutDouble(semconv.AttrActiveTPS, 9999)
+		body, err := (&ptrace.JSONMarshaler{}).MarshalTraces(td)
+		require.NoError(t, err)
+		r := send(t, http.MethodPost, s.otlp, jsonType, bytes.NewReader(body))
+		require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+		got := waitSpan(t, s.sink, "forged-figures")
+		attrs := got.Attributes()
+		count, ok := attrs.Get(semconv.AttrChunkCount)
+		require.True(t, ok)
+		assert.EqualValues(t, 1, count.Int())
+		for _, forged := range []string{semconv.AttrStallCount, semconv.AttrStallMs, semconv.AttrActiveTPS} {
+			_, ok := attrs.Get(forged)
+			assert.False(t, ok, "%s survived the stall processor", forged)
+		}
+	})
+
+	t.Run("otlp spans with 4 MiB model names", func(t *testing.T) {
+		huge := strings.Repeat("m", 4<<20)
+		for i := range 20 {
+			td := ptrace.NewTraces()
+			ss := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty()
+			sp := streamingSpan(ss, fmt.Sprintf("huge-model-%d", i), semconv.EventChunk, time.Now().Add(-time.Minute), 100, 150, 3200)
+			sp.Attributes().PutStr(semconv.AttrRequestModel, fmt.Sprintf("%d%s", i, huge))
+			body, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
+			require.NoError(t, err)
+			r := send(t, http.MethodPost, s.otlp, map[string]string{"Content-Type": "application/x-protobuf"}, bytes.NewReader(body))
+			require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+		}
+		waitSpan(t, s.sink, "huge-model-19")
+		var scraped int
+		eventually(t, 30*time.Second, "a scrape with the huge models' series", func() error {
+			r := send(t, http.MethodGet, s.prom, nil, nil)
+			scraped = len(r.body)
+			if !bytes.Contains(r.body, []byte(`gen_ai_request_model="19mmm`)) {
+				return errNotYet
+			}
+			for line := range strings.SplitSeq(string(r.body), "\n") {
+				if len(line) > 64<<10 {
+					return fmt.Errorf("a scrape line of %d bytes: dimension values are not capped", len(line))
+				}
+			}
+			return nil
+		})
+		t.Logf("scrape: %d bytes", scraped)
+		assert.Less(t, scraped, 4<<20, "the scrape used to be 1.34 GB")
+		s.checkPeak(t, "twenty spans with 4 MiB model names")
+	})
+
+	t.Run("proxy keeps the collector's token home", func(t *testing.T) {
+		s.up.script("token-check", func(w http.ResponseWriter, _ *http.Request) {
+			flushed(w, chunkFrame("token-check", "hi"))
+			flushed(w, "data: [DONE]\n\n")
+		})
+		r := send(t, http.MethodPost, "http://"+s.proxy+"/v1/chat/completions", map[string]string{
+			"Content-Type": "application/json", "Authorization": "Bearer sk-client-key",
+			"X-Collector-Token": "Bearer collector-secret",
+		}, strings.NewReader(`{"model":"token-check","stream":true}`))
+		require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+		var got *http.Request
+		for _, req := range s.up.seen() {
+			if strings.HasSuffix(req.URL.Path, "/chat/completions") {
+				got = req
+			}
+		}
+		require.NotNil(t, got, "the upstream saw no request")
+		assert.Equal(t, "Bearer sk-client-key", got.Header.Get("Authorization"), "the client's provider key goes upstream")
+		assert.Empty(t, got.Header.Values("X-Collector-Token"), "the collector's own token reached the provider")
+	})
+
+	t.Run("proxy path leaves the upstream prefix", func(t *testing.T) {
+		before := len(s.up.seen())
+		for _, path := range []string{"/../admin", "/v1/%2e%2e/%2e%2e/admin", "/v1/..%2f..%2fadmin"} {
+			status := rawRequest(t, s.proxy, "POST "+path+" HTTP/1.1\r\nHost: x\r\nX-Collector-Token: Bearer collector-secret\r\n"+
+				"Content-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}")
+			assert.Equal(t, http.StatusBadRequest, status, "path %s", path)
+		}
+		assert.Len(t, s.up.seen(), before, "a request that leaves the prefix reached the upstream")
+	})
+
+	t.Run("proxy oversized frame", func(t *testing.T) {
+		var sent bytes.Buffer
+		sent.WriteString("data: " + strings.Repeat("x", 20<<20) + "\n\n")
+		for i := range 5 {
+			sent.WriteString(chunkFrame("oversized", fmt.Sprintf("t%d", i)))
+		}
+		sent.WriteString("data: [DONE]\n\n")
+		s.up.script("oversized", func(w http.ResponseWriter, _ *http.Request) {
+			flushed(w, sent.String())
+		})
+		r := send(t, http.MethodPost, "http://"+s.proxy+"/v1/chat/completions", map[string]string{
+			"Content-Type": "application/json", "X-Collector-Token": "Bearer collector-secret",
+		}, strings.NewReader(`{"model":"oversized","stream":true}`))
+		require.Equal(t, http.StatusOK, r.status)
+		require.True(t, bytes.Equal(sent.Bytes(), r.body), "the client's bytes differ from the upstream's")
+		sp := waitSpan(t, s.sink, "chat oversized")
+		attrs := sp.Attributes()
+		count, _ := attrs.Get(semconv.AttrChunkCount)
+		assert.EqualValues(t, 5, count.Int(), "chunks after the oversized frame are counted")
+		oversized, ok := attrs.Get("llm.stream.oversized_frames")
+		require.True(t, ok)
+		assert.EqualValues(t, 1, oversized.Int())
+		_, hasErr := attrs.Get(semconv.AttrErrorType)
+		assert.False(t, hasErr, "the stream ended as it really ended")
+		s.checkPeak(t, "a 20 MB frame through the proxy")
+	})
+
+	t.Run("slow request bodies are cut", func(t *testing.T) {
+		var wg sync.WaitGroup
+		for name, target := range map[string]string{"proxy": s.proxy, "ingest": strings.TrimSuffix(strings.TrimPrefix(s.ingest, "http://"), "/v1/streams")} {
+			path := map[string]string{"proxy": "/v1/chat/completions", "ingest": "/v1/streams"}[name]
+			wg.Go(func() {
+				took := slowBody(t, target, path)
+				t.Logf("%s: a body at one byte per two seconds was cut after %s", name, took)
+				assert.Less(t, took, 80*time.Second, "%s kept a slow body open", name)
+			})
+		}
+		wg.Wait()
+	})
+
+	t.Run("shutdown ends open streams", func(t *testing.T) {
+		s.up.script("endless", func(w http.ResponseWriter, r *http.Request) {
+			for i := 0; ; i++ {
+				flushed(w, chunkFrame("endless", fmt.Sprintf("t%d", i)))
+				select {
+				case <-r.Context().Done():
+					return
+				case <-time.After(500 * time.Millisecond):
+				}
+				if i == 90 { // 45 s
+					flushed(w, "data: [DONE]\n\n")
+					return
+				}
+			}
+		})
+		req, err := http.NewRequest(http.MethodPost, "http://"+s.proxy+"/v1/chat/completions", strings.NewReader(`{"model":"endless","stream":true}`))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Collector-Token", "Bearer collector-secret")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer func() { _ = resp.Body.Close() }()
+		go func() { _, _ = io.Copy(io.Discard, resp.Body) }()
+		time.Sleep(2 * time.Second)
+
+		start := time.Now()
+		s.col.Stop(60 * time.Second)
+		took := time.Since(start)
+		t.Logf("the collector stopped %s after SIGTERM with a 45 s stream open", took)
+		assert.Less(t, took, 40*time.Second, "shutdown waited for the stream")
+		sp := waitSpan(t, s.sink, "chat endless")
+		errType, ok := sp.Attributes().Get(semconv.AttrErrorType)
+		require.True(t, ok)
+		assert.Equal(t, "shutdown", errType.Str())
+		count, _ := sp.Attributes().Get(semconv.AttrChunkCount)
+		assert.GreaterOrEqual(t, count.Int(), int64(3), "the figures up to shutdown")
+	})
+}
+
+func waitSpan(t *testing.T, sink *localstack.Sink, name string) ptrace.Span {
+	t.Helper()
+	var sp ptrace.Span
+	eventually(t, 30*time.Second, "span "+name+" at the sink", func() error {
+		var ok bool
+		if sp, ok = sink.Span(name); !ok {
+			return errNotYet
+		}
+		return nil
+	})
+	return sp
+}
+
+// rawRequest writes a request as given (Go's client would clean the path)
+// and returns the status code of the answer.
+func rawRequest(t *testing.T, addr, request string) int {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	require.NoError(t, err)
+	defer func() { _ = c.Close() }()
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	_, err = io.WriteString(c, request)
+	require.NoError(t, err)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	return resp.StatusCode
+}
+
+// slowBody sends a request whose body trickles in at one byte per two
+// seconds and returns how long the server kept the connection open.
+func slowBody(t *testing.T, addr, path string) time.Duration {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	require.NoError(t, err)
+	defer func() { _ = c.Close() }()
+	start := time.Now()
+	_, err = fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: x\r\nX-Collector-Token: Bearer collector-secret\r\n"+
+		"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n", path)
+	require.NoError(t, err)
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		_, _ = io.Copy(io.Discard, c)
+	}()
+	tick := time.NewTicker(2 * time.Second)
+	defer tick.Stop()
+	for range 45 { // 90 s at most
+		select {
+		case <-closed:
+			return time.Since(start)
+		case <-tick.C:
+			if _, err := c.Write([]byte{' '}); err != nil {
+				return time.Since(start)
+			}
+		}
+	}
+	return time.Since(start)
+}
