@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamstall/streamstall/internal/localstack"
+	"github.com/streamstall/streamstall/internal/harness"
 )
 
 // binary returns the program's path, failing the test with what to do when
@@ -39,7 +39,7 @@ func binary(t *testing.T, env, name string) string {
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	p, err := localstack.FreePort()
+	p, err := harness.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,9 +48,9 @@ func freePort(t *testing.T) int {
 
 // start runs a program until the test ends; its output goes to the test log
 // when the test fails.
-func start(t *testing.T, name, path string, args ...string) *localstack.Process {
+func start(t *testing.T, name, path string, args ...string) *harness.Process {
 	t.Helper()
-	p, err := localstack.Start(name, path, args...)
+	p, err := harness.Start(name, path, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func start(t *testing.T, name, path string, args ...string) *localstack.Process 
 	return p
 }
 
-func waitHTTP(t *testing.T, p *localstack.Process, url string, want int) {
+func waitHTTP(t *testing.T, p *harness.Process, url string, want int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -75,11 +75,11 @@ func waitHTTP(t *testing.T, p *localstack.Process, url string, want int) {
 // collector starts otelcol-streamstall with config (health_check merged in,
 // and the extensions named enabled) and waits until it is ready; it is
 // stopped when the test ends.
-func collector(t *testing.T, config string, extensions ...string) *localstack.Process {
+func collector(t *testing.T, config string, extensions ...string) *harness.Process {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	p, err := localstack.StartCollector(ctx, binary(t, "STREAMSTALL_OTELCOL", "otelcol-streamstall"), t.TempDir(), config, extensions...)
+	p, err := harness.StartCollector(ctx, binary(t, "STREAMSTALL_OTELCOL", "otelcol-streamstall"), t.TempDir(), config, extensions...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,11 +92,11 @@ func collector(t *testing.T, config string, extensions ...string) *localstack.Pr
 	return p
 }
 
-func startJaeger(t *testing.T) *localstack.Jaeger {
+func startJaeger(t *testing.T) *harness.Jaeger {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	j, err := localstack.StartJaeger(ctx, binary(t, "STREAMSTALL_JAEGER", "jaeger"), t.TempDir())
+	j, err := harness.StartJaeger(ctx, binary(t, "STREAMSTALL_JAEGER", "jaeger"), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,9 +109,9 @@ func startJaeger(t *testing.T) *localstack.Jaeger {
 	return j
 }
 
-func startSink(t *testing.T) *localstack.Sink {
+func startSink(t *testing.T) *harness.Sink {
 	t.Helper()
-	s, err := localstack.StartSink()
+	s, err := harness.StartSink()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,4 +150,4 @@ func postJSON(ctx context.Context, url string, body []byte) (int, string, error)
 
 var errNotYet = errors.New("not yet")
 
-var fill = localstack.Fill
+var fill = harness.Fill

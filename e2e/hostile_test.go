@@ -21,7 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"github.com/streamstall/streamstall/internal/localstack"
+	"github.com/streamstall/streamstall/internal/harness"
 	"github.com/streamstall/streamstall/internal/semconv"
 )
 
@@ -139,9 +139,9 @@ func flushed(w http.ResponseWriter, s string) {
 }
 
 type hostileStack struct {
-	col                       *localstack.Process
+	col                       *harness.Process
 	up                        *upstream
-	sink                      *localstack.Sink
+	sink                      *harness.Sink
 	otlp, proxy, ingest, prom string
 	baseline                  int64
 }
@@ -444,7 +444,7 @@ func TestHostileInput(t *testing.T) {
 	})
 }
 
-func waitSpan(t *testing.T, sink *localstack.Sink, name string) ptrace.Span {
+func waitSpan(t *testing.T, sink *harness.Sink, name string) ptrace.Span {
 	t.Helper()
 	var sp ptrace.Span
 	eventually(t, 30*time.Second, "span "+name+" at the sink", func() error {

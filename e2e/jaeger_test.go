@@ -16,7 +16,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/streamstall/streamstall/internal/fakellm"
-	"github.com/streamstall/streamstall/internal/localstack"
+	"github.com/streamstall/streamstall/internal/harness"
 	"github.com/streamstall/streamstall/internal/semconv"
 )
 
@@ -136,7 +136,7 @@ func TestJaegerEndToEnd(t *testing.T) {
 	assert.Equal(t, "sse_capture", proxyService, "without service_name the proxy's spans are filed under its component ID")
 
 	// Tag search: the two-stall stream, and only it.
-	var stalled []localstack.JaegerTrace
+	var stalled []harness.JaegerTrace
 	eventually(t, 30*time.Second, "jaeger finds llm.stream.stall_count=2", func() error {
 		stalled, err = j.FindTraces(ctx, proxyService, map[string]string{semconv.AttrStallCount: "2"})
 		if err == nil && len(stalled) == 0 {
@@ -167,7 +167,7 @@ func TestJaegerEndToEnd(t *testing.T) {
 	assert.InDelta(t, 900, stallLogs[1], 40)
 
 	// Tag search: the hedge loser, judged by inference.
-	var losers []localstack.JaegerTrace
+	var losers []harness.JaegerTrace
 	eventually(t, 30*time.Second, "jaeger finds llm.hedge.loser=true", func() error {
 		losers, err = j.FindTraces(ctx, proxyService, map[string]string{semconv.AttrHedgeLoser: "true"})
 		if err == nil && len(losers) == 0 {
@@ -188,7 +188,7 @@ func TestJaegerEndToEnd(t *testing.T) {
 	assert.Equal(t, map[float64]any{0: semconv.HedgeOutcomeLoser, 1: semconv.HedgeOutcomeWinner}, outcomes)
 
 	// The OpenLLMetry span, enriched like docs/contract.md's worked example.
-	var ol []localstack.JaegerTrace
+	var ol []harness.JaegerTrace
 	eventually(t, 30*time.Second, "jaeger has the OpenLLMetry span", func() error {
 		ol, err = j.FindTraces(ctx, "openllmetry-app", map[string]string{semconv.AttrStallMs: "9000"})
 		if err == nil && len(ol) == 0 {
@@ -200,7 +200,7 @@ func TestJaegerEndToEnd(t *testing.T) {
 	assertTag(t, ol[0].Spans[0], semconv.AttrMaxStallMs, 6000.0)
 }
 
-func assertTag(t *testing.T, sp localstack.JaegerSpan, key string, want any) {
+func assertTag(t *testing.T, sp harness.JaegerSpan, key string, want any) {
 	t.Helper()
 	got, ok := sp.Tag(key)
 	if assert.True(t, ok, "span %s has no tag %s", sp.OperationName, key) {
@@ -210,7 +210,7 @@ func assertTag(t *testing.T, sp localstack.JaegerSpan, key string, want any) {
 
 // waitService waits until Jaeger lists other (the OTLP app) and returns the
 // service the proxy's spans are filed under.
-func waitService(ctx context.Context, t *testing.T, j *localstack.Jaeger, other string) string {
+func waitService(ctx context.Context, t *testing.T, j *harness.Jaeger, other string) string {
 	t.Helper()
 	var proxyService string
 	eventually(t, 30*time.Second, "jaeger lists both services", func() error {

@@ -26,7 +26,7 @@ import (
 
 	"github.com/streamstall/streamstall/internal/dashboard"
 	"github.com/streamstall/streamstall/internal/fakellm"
-	"github.com/streamstall/streamstall/internal/localstack"
+	"github.com/streamstall/streamstall/internal/harness"
 )
 
 // The proxy feeds stall and stall_metrics; a real Prometheus scrapes the
@@ -80,13 +80,13 @@ func prometheusBinary(t *testing.T) string {
 	return p
 }
 
-func startPrometheus(t *testing.T, targets ...string) *localstack.Prometheus {
+func startPrometheus(t *testing.T, targets ...string) *harness.Prometheus {
 	t.Helper()
 	rules, err := filepath.Abs(rulesFile)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	p, err := localstack.StartPrometheus(ctx, prometheusBinary(t), t.TempDir(), "otelcol-streamstall", targets, []string{rules})
+	p, err := harness.StartPrometheus(ctx, prometheusBinary(t), t.TempDir(), "otelcol-streamstall", targets, []string{rules})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		p.Stop(10 * time.Second)
@@ -191,7 +191,7 @@ func wave(ctx context.Context, t *testing.T, proxy string) {
 }
 
 // scalar evaluates expr and returns its one float value.
-func scalar(ctx context.Context, p *localstack.Prometheus, expr string) (float64, error) {
+func scalar(ctx context.Context, p *harness.Prometheus, expr string) (float64, error) {
 	r, err := p.Query(ctx, expr)
 	if err != nil {
 		return 0, err
@@ -206,7 +206,7 @@ func scalar(ctx context.Context, p *localstack.Prometheus, expr string) (float64
 	return v, nil
 }
 
-func waitValue(ctx context.Context, t *testing.T, p *localstack.Prometheus, expr string, want float64) {
+func waitValue(ctx context.Context, t *testing.T, p *harness.Prometheus, expr string, want float64) {
 	t.Helper()
 	eventually(t, 60*time.Second, fmt.Sprintf("%s == %v", expr, want), func() error {
 		v, err := scalar(ctx, p, expr)
@@ -380,7 +380,7 @@ func TestPrometheusQueries(t *testing.T) {
 	t.Run("rules", func(t *testing.T) {
 		abs, err := filepath.Abs(rulesFile)
 		require.NoError(t, err)
-		var groups []localstack.RuleGroup
+		var groups []harness.RuleGroup
 		eventually(t, 30*time.Second, "every rule evaluated without error", func() error {
 			if groups, err = prom.Rules(ctx); err != nil {
 				return err
@@ -440,7 +440,7 @@ func TestPrometheusQueries(t *testing.T) {
 
 // hasData reports whether an instant query returned at least one sample
 // that is a number (not NaN) or a histogram.
-func hasData(r localstack.QueryResult) bool {
+func hasData(r harness.QueryResult) bool {
 	for _, s := range r.Result {
 		if len(s.Histogram) == 2 {
 			return true

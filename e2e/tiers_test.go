@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"github.com/streamstall/streamstall/internal/localstack"
+	"github.com/streamstall/streamstall/internal/harness"
 	"github.com/streamstall/streamstall/internal/semconv"
 )
 
@@ -60,13 +60,13 @@ service:
 func exampleCollector(t *testing.T, example, override string) {
 	t.Helper()
 	dir := t.TempDir()
-	over, err := localstack.WriteFile(dir, "override.yaml", override)
+	over, err := harness.WriteFile(dir, "override.yaml", override)
 	require.NoError(t, err)
 	abs, err := filepath.Abs(filepath.Join("..", "examples", example))
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	p, err := localstack.StartCollectorFiles(ctx, binary(t, "STREAMSTALL_OTELCOL", "otelcol-streamstall"), dir, abs, over)
+	p, err := harness.StartCollectorFiles(ctx, binary(t, "STREAMSTALL_OTELCOL", "otelcol-streamstall"), dir, abs, over)
 	require.NoError(t, err, example)
 	t.Cleanup(func() {
 		p.Stop(10 * time.Second)
@@ -77,7 +77,7 @@ func exampleCollector(t *testing.T, example, override string) {
 }
 
 type gateway struct {
-	sink     *localstack.Sink
+	sink     *harness.Sink
 	http     int // OTLP/HTTP, for apps that send straight to the gateway
 	grpc     int // OTLP/gRPC, for agents
 	promPort int

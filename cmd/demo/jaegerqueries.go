@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/streamstall/streamstall/internal/localstack"
+	"github.com/streamstall/streamstall/internal/harness"
 	"github.com/streamstall/streamstall/internal/semconv"
 	"github.com/streamstall/streamstall/internal/textout"
 )
@@ -26,7 +26,7 @@ type stalledSearch struct {
 
 // stalledSearches groups the stalled spans (llm.stream.stall_count > 0) by
 // service and stall count, in that order.
-func stalledSearches(spans []localstack.ReceivedSpan) []stalledSearch {
+func stalledSearches(spans []harness.ReceivedSpan) []stalledSearch {
 	var out []stalledSearch
 	for _, sp := range spans {
 		v, ok := sp.Attributes().Get(semconv.AttrStallCount)
@@ -95,8 +95,8 @@ func plural(n int, noun string) string {
 }
 
 // longest returns the stalled span with the longest single stall.
-func longest(spans []localstack.ReceivedSpan) (localstack.ReceivedSpan, float64, bool) {
-	var best localstack.ReceivedSpan
+func longest(spans []harness.ReceivedSpan) (harness.ReceivedSpan, float64, bool) {
+	var best harness.ReceivedSpan
 	maxMs, found := 0.0, false
 	for _, sp := range spans {
 		if v, ok := sp.Attributes().Get(semconv.AttrMaxStallMs); ok && v.Double() > maxMs {
@@ -109,7 +109,7 @@ func longest(spans []localstack.ReceivedSpan) (localstack.ReceivedSpan, float64,
 // printJaegerQueries prints the curl commands that find this run's stalled
 // calls in Jaeger, after checking against the running Jaeger that each
 // finds the traces it should.
-func printJaegerQueries(ctx context.Context, w io.Writer, j *localstack.Jaeger, spans []localstack.ReceivedSpan) error {
+func printJaegerQueries(ctx context.Context, w io.Writer, j *harness.Jaeger, spans []harness.ReceivedSpan) error {
 	searches := stalledSearches(spans)
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()

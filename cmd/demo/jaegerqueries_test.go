@@ -7,11 +7,11 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"github.com/streamstall/streamstall/internal/localstack"
+	"github.com/streamstall/streamstall/internal/harness"
 	"github.com/streamstall/streamstall/internal/semconv"
 )
 
-func stalledSpan(service string, trace byte, stalls int64, maxStallMs float64) localstack.ReceivedSpan {
+func stalledSpan(service string, trace byte, stalls int64, maxStallMs float64) harness.ReceivedSpan {
 	sp := ptrace.NewSpan()
 	sp.SetName("chat m")
 	sp.SetTraceID(pcommon.TraceID([16]byte{15: trace}))
@@ -21,11 +21,11 @@ func stalledSpan(service string, trace byte, stalls int64, maxStallMs float64) l
 	if maxStallMs > 0 {
 		sp.Attributes().PutDouble(semconv.AttrMaxStallMs, maxStallMs)
 	}
-	return localstack.ReceivedSpan{Span: sp, Service: service}
+	return harness.ReceivedSpan{Span: sp, Service: service}
 }
 
 func TestStalledSearches(t *testing.T) {
-	spans := []localstack.ReceivedSpan{
+	spans := []harness.ReceivedSpan{
 		stalledSpan("b", 1, 2, 3000),
 		stalledSpan("a", 2, 1, 2500),
 		stalledSpan("a", 3, 0, 0),  // no stall

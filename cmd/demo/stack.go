@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/streamstall/streamstall/internal/localstack"
+	"github.com/streamstall/streamstall/internal/harness"
 )
 
 // The collector the demo runs: the proxy and an OTLP receiver (for the
@@ -63,9 +63,9 @@ type stack struct {
 	dir                  string
 	fakellmURL, proxyURL string
 	otlpURL, promURL     string
-	sink                 *localstack.Sink
-	jaeger               *localstack.Jaeger
-	procs                []*localstack.Process
+	sink                 *harness.Sink
+	jaeger               *harness.Jaeger
+	procs                []*harness.Process
 }
 
 func (s *stack) stop() {
@@ -85,12 +85,12 @@ func startStack(ctx context.Context, o options) (_ *stack, err error) {
 			s.stop()
 		}
 	}()
-	if s.dir, err = localstack.TempDir(); err != nil {
+	if s.dir, err = harness.TempDir(); err != nil {
 		return nil, err
 	}
 	ports := make([]int, 4)
 	for i := range ports {
-		if ports[i], err = localstack.FreePort(); err != nil {
+		if ports[i], err = harness.FreePort(); err != nil {
 			return nil, err
 		}
 	}
@@ -103,7 +103,7 @@ func startStack(ctx context.Context, o options) (_ *stack, err error) {
 	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 
-	fake, err := localstack.Start("fakellm", o.fakellm, "-addr", fmt.Sprintf("127.0.0.1:%d", fakellmPort),
+	fake, err := harness.Start("fakellm", o.fakellm, "-addr", fmt.Sprintf("127.0.0.1:%d", fakellmPort),
 		"-profile", "steady", "-seed", fmt.Sprint(o.seed), "-time-factor", fmt.Sprint(o.timeFactor), "-chunks", "60")
 	if err != nil {
 		return nil, err
@@ -113,22 +113,22 @@ func startStack(ctx context.Context, o options) (_ *stack, err error) {
 		return nil, err
 	}
 
-	if s.sink, err = localstack.StartSink(); err != nil {
+	if s.sink, err = harness.StartSink(); err != nil {
 		return nil, err
 	}
 	jaegerExp, jaegerPipe := "", ""
 	if o.jaeger != "" {
-		if s.jaeger, err = localstack.StartJaeger(startCtx, o.jaeger, s.dir); err != nil {
+		if s.jaeger, err = harness.StartJaeger(startCtx, o.jaeger, s.dir); err != nil {
 			return nil, err
 		}
 		s.procs = append(s.procs, s.jaeger.Process)
-		jaegerExp = localstack.Fill(jaegerExporter, "JAEGER_OTLP", s.jaeger.OTLPGRPC)
+		jaegerExp = harness.Fill(jaegerExporter, "JAEGER_OTLP", s.jaeger.OTLPGRPC)
 		jaegerPipe = ", otlp_grpc/jaeger"
 	}
-	cfg := localstack.Fill(collectorConfig, "PROXY", proxyPort, "FAKELLM", s.fakellmURL, "OTLP", otlpPort,
+	cfg := harness.Fill(collectorConfig, "PROXY", proxyPort, "FAKELLM", s.fakellmURL, "OTLP", otlpPort,
 		"SINK", s.sink.URL, "PROM", promPort, "SERVICE", proxyService,
 		"JAEGER_EXPORTER", jaegerExp, "JAEGER_PIPELINE", jaegerPipe)
-	col, err := localstack.StartCollector(startCtx, o.otelcol, s.dir, cfg)
+	col, err := harness.StartCollector(startCtx, o.otelcol, s.dir, cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -17,14 +17,14 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/streamstall/streamstall/internal/exphist"
-	"github.com/streamstall/streamstall/internal/localstack"
+	"github.com/streamstall/streamstall/internal/harness"
 	"github.com/streamstall/streamstall/internal/semconv"
 	"github.com/streamstall/streamstall/internal/textout"
 )
 
 // collect waits until the collector has delivered the expected spans and a
 // metrics flush that includes them, then returns both.
-func (s *stack) collect(ctx context.Context, expected int) ([]localstack.ReceivedSpan, pmetric.Metrics, error) {
+func (s *stack) collect(ctx context.Context, expected int) ([]harness.ReceivedSpan, pmetric.Metrics, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	for len(s.sink.Spans()) < expected {
@@ -82,7 +82,7 @@ func forEachMetric(md pmetric.Metrics, f func(res pcommon.Map, m pmetric.Metric)
 	}
 }
 
-func printSummary(w io.Writer, spans []localstack.ReceivedSpan, md pmetric.Metrics) error {
+func printSummary(w io.Writer, spans []harness.ReceivedSpan, md pmetric.Metrics) error {
 	out := &textout.Printer{W: w}
 	sort.SliceStable(spans, func(i, j int) bool { return spans[i].StartTimestamp() < spans[j].StartTimestamp() })
 	out.Printf("\nPer call, as the stall processor enriched each span (ms):\n")

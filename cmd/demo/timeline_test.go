@@ -12,7 +12,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"github.com/streamstall/streamstall/internal/localstack"
+	"github.com/streamstall/streamstall/internal/harness"
 	"github.com/streamstall/streamstall/internal/semconv"
 )
 
@@ -108,7 +108,7 @@ func TestSpanTimeline(t *testing.T) {
 func TestSummaryHasTimeline(t *testing.T) {
 	var buf bytes.Buffer
 	sp := enrichedSpan()
-	require.NoError(t, printSummary(&buf, []localstack.ReceivedSpan{{Span: sp, Service: "demo"}}, pmetric.NewMetrics()))
+	require.NoError(t, printSummary(&buf, []harness.ReceivedSpan{{Span: sp, Service: "demo"}}, pmetric.NewMetrics()))
 	lines := strings.Split(buf.String(), "\n")
 	var header, row string
 	for i, l := range lines {

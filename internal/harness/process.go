@@ -1,8 +1,8 @@
-// Package localstack runs streamstall's moving parts as real processes on
-// loopback (the ocb-built collector, Jaeger, fakellm) and receives what the
-// collector exports. The end-to-end tests and the demo share it, so both
-// exercise the stack exactly as a user runs it.
-package localstack
+// Package harness runs streamstall's moving parts as real processes on
+// loopback (the ocb-built collector, Jaeger, Prometheus, fakellm) and
+// receives what the collector exports. The end-to-end tests and the demo
+// share it, so both exercise the stack exactly as a user runs it.
+package harness
 
 import (
 	"bytes"
