@@ -420,6 +420,9 @@ func (b *bodyDecoder) attributes(open json.Token) *ingestError {
 		if len(r.attrs) == b.limits.maxAttrs {
 			return b.tooLarge(fieldAttributes, "more than %d attributes", b.limits.maxAttrs)
 		}
+		if len(key) > b.limits.maxValueLen {
+			return b.tooLarge(fieldAttributes, "an attribute key longer than %d bytes", b.limits.maxValueLen)
+		}
 		if err := b.attribute(key); err != nil {
 			// The field is named here, not for every attribute read.
 			if err.Record >= 0 && err.Field == "" {

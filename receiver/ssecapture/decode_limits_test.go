@@ -37,6 +37,7 @@ func TestDecodeNewLimits(t *testing.T) {
 		{"long string value", `{"name":"a",` + limitStart + `,"attributes":{"gen_ai.request.model":"` + long + `"}}`, http.StatusRequestEntityTooLarge, 0, "attributes.gen_ai.request.model", "longer than 4096 bytes"},
 		{"long string in array", `{"name":"a",` + limitStart + `,"attributes":{"x":["a","` + long + `"]}}`, http.StatusRequestEntityTooLarge, 0, "attributes.x", "longer than 4096 bytes"},
 		{"long array", `{"name":"a",` + limitStart + `,"attributes":{"x":` + longArray + `}}`, http.StatusRequestEntityTooLarge, 0, "attributes.x", "more than 4096 elements"},
+		{"long key", `{"name":"a",` + limitStart + `,"attributes":{"` + long + `":1}}`, http.StatusRequestEntityTooLarge, 0, "attributes", "key longer than 4096 bytes"},
 		{"long name", `{"name":"` + long + `",` + limitStart + `}`, http.StatusRequestEntityTooLarge, 0, "name", "longer than 4096 bytes"},
 		{"duplicate attribute", `{"name":"a",` + limitStart + `,"attributes":{"x":1,"y":2,"x":3}}`, http.StatusBadRequest, 0, "attributes.x", "duplicate"},
 		{"duplicate field", `{"name":"a",` + limitStart + `,"name":"b"}`, http.StatusBadRequest, 0, "name", "duplicate"},
