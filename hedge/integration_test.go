@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -249,40 +247,6 @@ func TestIntegrationCallerCancel(t *testing.T) {
 	_, err = h.Complete(ctx, hello)
 	assert.True(t, errors.Is(err, context.DeadlineExceeded), "got %v", err)
 	assert.True(t, waitRecords(t, srv, 1)[0].Disconnected)
-}
-
-func TestIntegrationOpenAISDKSource(t *testing.T) {
-	srv, url := startFakeLLM(t)
-	slowScript := fakellm.Script{TTFTMillis: 3000, GapsMillis: gaps(3, 1)}
-	fastScript := fakellm.Script{TTFTMillis: 5, GapsMillis: gaps(4, 1)}
-	newSource := func(name string, s fakellm.Script) Source {
-		b, err := json.Marshal(s)
-		require.NoError(t, err)
-		client := openai.NewClient(option.WithBaseURL(url), option.WithAPIKey("sk-test"),
-			option.WithHeader(fakellm.HeaderScript, string(b)), option.WithMaxRetries(0))
-		return NewOpenAISDKSource(name, client, openai.ChatCompletionNewParams{Model: "sdk-" + name})
-	}
-	h, err := New([]Source{newSource("slow", slowScript), newSource("fast", fastScript)}, Delay(50*time.Millisecond))
-	require.NoError(t, err)
-	res, err := h.Complete(context.Background(), hello)
-	require.NoError(t, err)
-	assert.Equal(t, "fast", res.Source)
-	assert.Len(t, res.Chunks, 4)
-
-	recs := waitRecords(t, srv, 2)
-	assert.True(t, recordOf(recs, "sdk-slow").Disconnected)
-	fast := recordOf(recs, "sdk-fast")
-	assert.Equal(t, fast.Text, res.Text)
-	assert.Equal(t, int64(fast.OutputTokens), res.Usage.OutputTokens)
-
-	// An HTTP refusal surfaces before commit, sorted like any other.
-	bad := newSource("bad", fakellm.Script{Status: 400})
-	h, err = New([]Source{bad}, Delay(time.Hour))
-	require.NoError(t, err)
-	_, err = h.Complete(context.Background(), hello)
-	var se *StatusError
-	require.ErrorAs(t, err, &se)
-	assert.Equal(t, 400, se.StatusCode)
 }
 
 func TestIntegrationConnectionRefusedStartsNextAtOnce(t *testing.T) {
