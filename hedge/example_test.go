@@ -33,7 +33,7 @@ func ExampleHedger_Stream() {
 	if err != nil {
 		panic(err)
 	}
-	defer func() { _ = call.Close() }()
+	defer call.Close()
 	chunks := 0
 	for call.Next() {
 		chunks++ // call.Chunk().Text goes to the user as it comes

@@ -108,7 +108,7 @@ func TestTelemetryThroughStallProcessor(t *testing.T) {
 
 	clock := clockwork.NewFakeClockAt(time.Unix(1_700_000_000, 0))
 	a, b := newPipeSource("a"), newPipeSource("b")
-	h, err := New([]Source{a, b}, Delay(100*time.Millisecond), Clock(clock), TracerProvider(tp), RecordKeepalives())
+	h, err := New([]Source{a, b}, Delay(100*time.Millisecond), withClock(clock), TracerProvider(tp), RecordKeepalives())
 	require.NoError(t, err)
 	c := consume(t, h, hello)
 	recv(t, a.opened)
@@ -189,7 +189,7 @@ func TestTelemetryOfAStalledCall(t *testing.T) {
 	defer func() { require.NoError(t, tp.Shutdown(context.Background())) }()
 	clock := clockwork.NewFakeClock()
 	a := newPipeSource("a")
-	h, err := New([]Source{a}, Delay(time.Hour), StallTimeout(time.Second), Clock(clock), TracerProvider(tp))
+	h, err := New([]Source{a}, Delay(time.Hour), StallTimeout(time.Second), withClock(clock), TracerProvider(tp))
 	require.NoError(t, err)
 	c := consume(t, h, hello)
 	pa := recv(t, a.opened)
