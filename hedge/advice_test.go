@@ -81,13 +81,13 @@ func TestAdviceFleetDelayFromTheFirstCall(t *testing.T) {
 	pb.events <- Event{Type: EventDone}
 	require.NoError(t, c.end(t))
 
-	td := toPtrace(exp.GetSpans())
-	primary, hedge := spanNamed(t, td, 0), spanNamed(t, td, 1)
-	assert.Equal(t, semconv.HedgeDelaySourceFleet, attr(t, primary, semconv.AttrHedgeDelaySource).Str())
-	assert.InDelta(t, 40.0, attr(t, primary, semconv.AttrHedgeDelayMs).Double(), 1e-9)
-	assert.Equal(t, semconv.HedgeDelaySourceFallback, attr(t, hedge, semconv.AttrHedgeDelaySource).Str(),
+	stubs := exp.GetSpans()
+	primary, hedge := attempt(t, stubs, 0), attempt(t, stubs, 1)
+	assert.Equal(t, semconv.HedgeDelaySourceFleet, attr(t, primary, semconv.AttrHedgeDelaySource).AsString())
+	assert.InDelta(t, 40.0, attr(t, primary, semconv.AttrHedgeDelayMs).AsFloat64(), 1e-9)
+	assert.Equal(t, semconv.HedgeDelaySourceFallback, attr(t, hedge, semconv.AttrHedgeDelaySource).AsString(),
 		"b-model's advice has no recommendation")
-	assert.InDelta(t, 100.0, attr(t, hedge, semconv.AttrHedgeDelayMs).Double(), 1e-9)
+	assert.InDelta(t, 100.0, attr(t, hedge, semconv.AttrHedgeDelayMs).AsFloat64(), 1e-9)
 }
 
 func TestAdviceKeepsTheLastGoodAdvice(t *testing.T) {
