@@ -29,10 +29,10 @@ func ExampleHedger_Stream() {
 			}
 		}
 		for _, text := range []string{"Hello", ", ", "world"} {
-			fmt.Fprintf(w, "data: {\"model\":\"gpt-4.1\",\"choices\":[{\"delta\":{\"content\":%q}}]}\n\n", text)
+			_, _ = fmt.Fprintf(w, "data: {\"model\":\"gpt-4.1\",\"choices\":[{\"delta\":{\"content\":%q}}]}\n\n", text)
 			w.(http.Flusher).Flush()
 		}
-		fmt.Fprint(w, "data: [DONE]\n\n")
+		_, _ = fmt.Fprint(w, "data: [DONE]\n\n")
 	}))
 	defer ts.Close()
 	source := func(name string) hedge.Source {
