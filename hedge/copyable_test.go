@@ -1,17 +1,20 @@
 package hedge_test
 
 import (
+	"context"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -80,5 +83,22 @@ func TestReadmeCodeIsCopyable(t *testing.T) {
 	require.NotEmpty(t, blocks, "README.md has no go code block")
 	for _, b := range blocks {
 		assert.NotRegexp(t, `(^|[/"])internal/`, string(b[1]), "a README example names an internal package")
+	}
+}
+
+// A program that imports only hedge compiles neither the openai-go SDK (it is
+// in hedge/openaisdk) nor any collector module.
+func TestPlainClientDeps(t *testing.T) {
+	gobin, err := exec.LookPath("go")
+	require.NoError(t, err, "the go command must be on PATH")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, gobin, "list", "-deps", "-f", "{{.ImportPath}}", ".").Output()
+	require.NoError(t, err)
+	deps := strings.Fields(string(out))
+	require.Contains(t, deps, "github.com/streamstall/streamstall/internal/llmstream", "go list -deps answered")
+	for _, d := range deps {
+		assert.False(t, strings.HasPrefix(d, "github.com/openai/"), "hedge imports %s", d)
+		assert.False(t, strings.HasPrefix(d, "go.opentelemetry.io/collector/"), "hedge imports %s", d)
 	}
 }
