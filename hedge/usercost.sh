@@ -22,19 +22,10 @@ fi
 mkdir -p "$work/user"
 cd "$work/user"
 
-# The module of the hedge package: hedge/go.mod when the client is a module of
-# its own, otherwise the root module.
-if [ -f "$repo/hedge/go.mod" ]; then
-  replaces="replace github.com/streamstall/streamstall/hedge => $repo/hedge"
-  if grep -q '^require.*github.com/streamstall/streamstall ' "$repo/hedge/go.mod" 2>/dev/null ||
-     grep -q '^[[:space:]]github.com/streamstall/streamstall ' "$repo/hedge/go.mod"; then
-    replaces="$replaces
-replace github.com/streamstall/streamstall => $repo"
-  fi
-else
-  replaces="replace github.com/streamstall/streamstall => $repo"
-fi
-
+# Every module of the checkout (the root one and any nested one) is replaced
+# by its directory: the throwaway module sees the repository as published.
+replaces=$(find "$repo" -name go.mod -not -path '*/internal/tools/*' -not -path '*/_build/*' -not -path '*/testdata/*' |
+  while read -r f; do echo "replace $(awk '/^module /{print $2; exit}' "$f") => $(dirname "$f")"; done)
 cat >go.mod <<MOD
 module example.com/hedgeuser
 
