@@ -211,7 +211,7 @@ func TestTelemetryOfAHedgedCall(t *testing.T) {
 		require.NoError(t, os.WriteFile(goldenSpans, got, 0o600))
 	}
 	want, err := os.ReadFile(goldenSpans)
-	require.NoError(t, err, "run go test ./hedge -run TestTelemetryOfAHedgedCall -update to create it")
+	require.NoError(t, err, "run go test -run TestTelemetryOfAHedgedCall -update in hedge/ to create it")
 	assert.JSONEq(t, string(want), string(got), "the spans changed: check them, then rerun with -update (the stall processor's tests read them)")
 }
 
