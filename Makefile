@@ -24,7 +24,7 @@ COUNT     ?= 5
 MODULES := $(patsubst ./%,%,$(patsubst %/go.mod,%,$(shell find . -name go.mod -not -path './_build/*' -not -path './internal/tools/*' | sort)))
 
 GO_SOURCES := $(shell find . -name '*.go' -not -path './_build/*' -not -path './internal/tools/*') \
-	$(foreach m,$(MODULES),$(m)/go.mod $(m)/go.sum)
+	$(wildcard $(foreach m,$(MODULES),$(m)/go.mod $(m)/go.sum))
 
 .PHONY: all otelcol jaeger fakellm demo run sim test unit race alloc fuzz e2e lint bench clean tidy generate prometheus rules
 
