@@ -4,7 +4,7 @@
 # proxy by the targets below.
 
 GO        ?= go
-TOOLS     := $(GO) tool -modfile=internal/tools/go.mod
+TOOLS     := $(GO) tool -modfile=$(CURDIR)/internal/tools/go.mod
 BUILD     := _build
 OTELCOL   := $(BUILD)/otelcol-streamstall
 JAEGER_BIN := $(BUILD)/jaeger
@@ -17,7 +17,14 @@ FUZZTIME  ?= 50000x
 BENCHTIME ?= 1s
 COUNT     ?= 5
 
-GO_SOURCES := $(shell find . -name '*.go' -not -path './_build/*' -not -path './internal/tools/*') go.mod go.sum
+# The modules the targets below run in: the root one (the collector components) and the ones
+# nested in it (the hedging client and the packages it shares with the collector, which are
+# modules of their own so that a program using the client gets none of the collector's module
+# graph: hedge/README.md). The tools modules under internal/tools are not among them.
+MODULES := $(patsubst ./%,%,$(patsubst %/go.mod,%,$(shell find . -name go.mod -not -path './_build/*' -not -path './internal/tools/*' | sort)))
+
+GO_SOURCES := $(shell find . -name '*.go' -not -path './_build/*' -not -path './internal/tools/*') \
+	$(wildcard $(foreach m,$(MODULES),$(m)/go.mod $(m)/go.sum))
 
 .PHONY: all otelcol jaeger fakellm demo run sim test unit race alloc fuzz e2e lint bench clean tidy generate prometheus rules
 
@@ -78,28 +85,28 @@ sim:
 test: race alloc fuzz rules e2e
 
 unit:
-	$(GO) test ./...
+	@set -e; for m in $(MODULES); do echo "go test $$m"; (cd $$m && $(GO) test ./...); done
 
 race:
-	$(GO) test -race ./...
+	@set -e; for m in $(MODULES); do echo "go test -race $$m"; (cd $$m && $(GO) test -race ./...); done
 
 ## fuzz: run every fuzz target for FUZZTIME executions. Go 1.26's coordinator can
 ##       fail a time-boxed run on its own deadline under load (fixed in Go 1.27), so
 ##       the budget is a count; a real finding still fails the run and writes its
 ##       reproducer to testdata/fuzz.
 fuzz:
-	@set -e; for pkg in $$($(GO) list ./...); do \
+	@set -e; for m in $(MODULES); do (cd $$m && for pkg in $$($(GO) list ./...); do \
 	  dir=$$($(GO) list -f '{{.Dir}}' $$pkg); \
 	  for f in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | sed 's/^func //'); do \
 	    echo "fuzz $$pkg $$f ($(FUZZTIME))"; \
 	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
 	  done; \
-	done
+	done); done
 
 ## alloc: the allocation guarantees, without the race detector (it makes
 ##        sync.Pool drop items at random, so those tests skip under -race)
 alloc:
-	$(GO) test -count=1 -run 'Alloc' ./...
+	@set -e; for m in $(MODULES); do (cd $$m && $(GO) test -count=1 -run 'Alloc' ./...); done
 
 ## prometheus: Debian's prometheus package (prometheus, promtool), installed when either is missing
 ##             (as root, or with sudo); the package's own service is stopped and disabled
@@ -124,15 +131,16 @@ e2e: otelcol jaeger fakellm prometheus
 	  $(GO) test -tags e2e -count=1 -timeout 20m -v ./e2e/...
 
 lint:
-	$(TOOLS) golangci-lint run ./...
+	@set -e; for m in $(MODULES); do echo "golangci-lint $$m"; (cd $$m && $(TOOLS) golangci-lint run ./...); done
 	$(TOOLS) golangci-lint run --build-tags e2e ./e2e/...
 
 ## bench: every benchmark, COUNT runs each; ratios against their baselines are in the component READMEs
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(COUNT) ./... | tee $(BUILD)/bench.txt
+	@mkdir -p $(BUILD); : >$(BUILD)/bench.txt
+	@set -e; for m in $(MODULES); do (cd $$m && $(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(COUNT) ./...) | tee -a $(BUILD)/bench.txt; done
 
 tidy:
-	$(GO) mod tidy
+	@set -e; for m in $(MODULES); do (cd $$m && $(GO) mod tidy); done
 	cd internal/tools && $(GO) mod tidy
 	cd internal/tools/mdatagen && $(GO) mod tidy
 

@@ -111,7 +111,7 @@ func runHedgeClient(name string) error {
 	if err != nil {
 		return err
 	}
-	defer func() { _ = h.Close() }()
+	defer h.Close()
 	for i := range calls {
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		_, err := h.Complete(cctx, hedge.Request{Messages: []hedge.Message{{Role: "user", Content: "hello " + strconv.Itoa(i)}}})

@@ -111,9 +111,9 @@ func (c *Call) Result() Result { return c.result }
 
 // Close cancels whatever still runs and waits for every goroutine of the
 // call. It is safe to call more than once.
-func (c *Call) Close() error {
+func (c *Call) Close() {
 	if c.closed {
-		return nil
+		return
 	}
 	c.closed = true
 	if !c.finished {
@@ -125,7 +125,6 @@ func (c *Call) Close() error {
 		c.timer.Stop()
 	}
 	c.wg.Wait()
-	return nil
 }
 
 // wait handles one event: an attempt's frame or end, a timer, or the
@@ -304,7 +303,7 @@ func (c *Call) callError() error {
 	}
 	i := r.ErrFrom()
 	src := c.h.sources[r.Attempt(i).Source]
-	se := &StallError{Source: src.Name(), Model: c.live[i].modelOr(src), Silence: time.Duration(c.h.policy.StallTimeout()), Truncated: true}
+	se := &StallError{Source: src.Name(), Model: c.live[i].modelOr(src), Silence: time.Duration(c.h.policy.StallTimeout())}
 	if r.Buffered() {
 		se.Chunks = len(c.live[i].chunks)
 		se.Partial = joinText(c.live[i].chunks)

@@ -4,39 +4,55 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"time"
 
 	"github.com/streamstall/streamstall/hedge"
-	"github.com/streamstall/streamstall/internal/fakellm"
 )
 
 // A primary that takes 5 s to say anything loses to the hedge started after
 // 100 ms; its connection is closed as soon as the hedge delivers.
 func ExampleHedger_Stream() {
-	srv, _ := fakellm.New(fakellm.Config{})
-	ts := httptest.NewServer(srv)
+	// Two OpenAI-compatible endpoints on one test server: /slow/ waits 5 s
+	// before its first chunk, /fast/ answers at once.
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body) // the server notices a disconnect once the request is read
+		w.Header().Set("Content-Type", "text/event-stream")
+		if strings.HasPrefix(r.URL.Path, "/slow/") {
+			select {
+			case <-time.After(5 * time.Second):
+			case <-r.Context().Done(): // the hedge won: the client went away
+				return
+			}
+		}
+		for _, text := range []string{"Hello", ", ", "world"} {
+			_, _ = fmt.Fprintf(w, "data: {\"model\":\"gpt-4.1\",\"choices\":[{\"delta\":{\"content\":%q}}]}\n\n", text)
+			w.(http.Flusher).Flush()
+		}
+		_, _ = fmt.Fprint(w, "data: [DONE]\n\n")
+	}))
 	defer ts.Close()
-	endpoint := func(name, script string) hedge.Endpoint {
-		return hedge.Endpoint{Name: name, BaseURL: ts.URL + "/v1", Model: "gpt-x",
-			Header: http.Header{fakellm.HeaderScript: {script}}}
+	source := func(name string) hedge.Source {
+		return hedge.NewOpenAIChatSource(hedge.Endpoint{Name: name, BaseURL: ts.URL + "/" + name, Model: "gpt-4.1"})
 	}
-	h, err := hedge.New([]hedge.Source{
-		hedge.NewOpenAIChatSource(endpoint("slow", `{"ttft_ms": 5000}`)),
-		hedge.NewAnthropicSource(endpoint("fast", `{"ttft_ms": 10, "gaps_ms": [5, 5]}`)),
-	}, hedge.Delay(100*time.Millisecond), hedge.StallTimeout(30*time.Second))
+
+	h, err := hedge.New([]hedge.Source{source("slow"), source("fast")},
+		hedge.Delay(100*time.Millisecond), hedge.StallTimeout(30*time.Second))
 	if err != nil {
 		panic(err)
 	}
+	defer h.Close()
 	call, err := h.Stream(context.Background(), hedge.Request{Messages: []hedge.Message{{Role: "user", Content: "Hi"}}})
 	if err != nil {
 		panic(err)
 	}
-	defer func() { _ = call.Close() }()
-	chunks := 0
+	defer call.Close()
+	var text strings.Builder
 	for call.Next() {
-		chunks++ // call.Chunk().Text goes to the user as it comes
+		text.WriteString(call.Chunk().Text) // goes to the user as it comes
 	}
 	var stall *hedge.StallError
 	if errors.As(call.Err(), &stall) {
@@ -44,6 +60,6 @@ func ExampleHedger_Stream() {
 		return
 	}
 	res := call.Result()
-	fmt.Println(res.Source, res.Attempts, chunks)
-	// Output: fast 2 3
+	fmt.Println(res.Source, res.Attempts, text.String())
+	// Output: fast 2 Hello, world
 }

@@ -133,7 +133,8 @@ type Result struct {
 }
 
 // StallError ends a call whose content stopped for longer than the stall
-// timeout. It is retryable: the source did not refuse the request.
+// timeout. A StallError always means a truncated answer: Partial is all the
+// caller got. It is retryable: the source did not refuse the request.
 type StallError struct {
 	Source string
 	Model  string
@@ -143,8 +144,6 @@ type StallError struct {
 	Partial string
 	// Silence is the stall timeout that fired.
 	Silence time.Duration
-	// Truncated is true: the answer is incomplete.
-	Truncated bool
 }
 
 func (e *StallError) Error() string {
@@ -238,11 +237,10 @@ func New(sources []Source, opts ...Option) (*Hedger, error) {
 // Close stops the background fetch of fleet advice (Advice) and waits for
 // it; calls still work afterwards, on the last advice. Without Advice it
 // does nothing. It is safe to call more than once.
-func (h *Hedger) Close() error {
+func (h *Hedger) Close() {
 	if h.advice != nil {
 		h.advice.stop()
 	}
-	return nil
 }
 
 // Stream starts a call in streaming delivery: iterate with Next and Chunk,
@@ -263,7 +261,7 @@ func (h *Hedger) Complete(ctx context.Context, req Request) (Result, error) {
 		return Result{}, errNoMessages
 	}
 	c := h.start(ctx, req, true)
-	defer func() { _ = c.Close() }()
+	defer c.Close()
 	for c.Next() {
 	}
 	if err := c.Err(); err != nil {

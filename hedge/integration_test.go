@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -97,7 +95,7 @@ func TestIntegrationStalledPrimaryLosesToHedge(t *testing.T) {
 		n++
 	}
 	require.NoError(t, call.Err())
-	require.NoError(t, call.Close())
+	call.Close()
 	res := call.Result()
 	assert.Equal(t, "fast", res.Source)
 	assert.Equal(t, 2, res.Attempts)
@@ -127,7 +125,7 @@ func TestIntegrationKeepaliveOnlyStallTripsWatchdog(t *testing.T) {
 	for call.Next() {
 		partial.WriteString(call.Chunk().Text)
 	}
-	require.NoError(t, call.Close())
+	call.Close()
 
 	var stall *StallError
 	require.ErrorAs(t, call.Err(), &stall)
@@ -135,7 +133,6 @@ func TestIntegrationKeepaliveOnlyStallTripsWatchdog(t *testing.T) {
 	assert.Equal(t, "claude-test", stall.Model)
 	assert.Equal(t, 3, stall.Chunks)
 	assert.Equal(t, partial.String(), stall.Partial)
-	assert.True(t, stall.Truncated)
 	assert.True(t, stall.Timeout())
 
 	rec := waitRecords(t, srv, 1)[0]
@@ -222,7 +219,7 @@ func TestIntegrationContinuation(t *testing.T) {
 		got.WriteString(call.Chunk().Text)
 	}
 	require.NoError(t, call.Err())
-	require.NoError(t, call.Close())
+	call.Close()
 	res := call.Result()
 	assert.Equal(t, "cont", res.Source)
 	assert.Equal(t, got.String(), res.Text)
@@ -249,40 +246,6 @@ func TestIntegrationCallerCancel(t *testing.T) {
 	_, err = h.Complete(ctx, hello)
 	assert.True(t, errors.Is(err, context.DeadlineExceeded), "got %v", err)
 	assert.True(t, waitRecords(t, srv, 1)[0].Disconnected)
-}
-
-func TestIntegrationOpenAISDKSource(t *testing.T) {
-	srv, url := startFakeLLM(t)
-	slowScript := fakellm.Script{TTFTMillis: 3000, GapsMillis: gaps(3, 1)}
-	fastScript := fakellm.Script{TTFTMillis: 5, GapsMillis: gaps(4, 1)}
-	newSource := func(name string, s fakellm.Script) Source {
-		b, err := json.Marshal(s)
-		require.NoError(t, err)
-		client := openai.NewClient(option.WithBaseURL(url), option.WithAPIKey("sk-test"),
-			option.WithHeader(fakellm.HeaderScript, string(b)), option.WithMaxRetries(0))
-		return NewOpenAISDKSource(name, client, openai.ChatCompletionNewParams{Model: "sdk-" + name})
-	}
-	h, err := New([]Source{newSource("slow", slowScript), newSource("fast", fastScript)}, Delay(50*time.Millisecond))
-	require.NoError(t, err)
-	res, err := h.Complete(context.Background(), hello)
-	require.NoError(t, err)
-	assert.Equal(t, "fast", res.Source)
-	assert.Len(t, res.Chunks, 4)
-
-	recs := waitRecords(t, srv, 2)
-	assert.True(t, recordOf(recs, "sdk-slow").Disconnected)
-	fast := recordOf(recs, "sdk-fast")
-	assert.Equal(t, fast.Text, res.Text)
-	assert.Equal(t, int64(fast.OutputTokens), res.Usage.OutputTokens)
-
-	// An HTTP refusal surfaces before commit, sorted like any other.
-	bad := newSource("bad", fakellm.Script{Status: 400})
-	h, err = New([]Source{bad}, Delay(time.Hour))
-	require.NoError(t, err)
-	_, err = h.Complete(context.Background(), hello)
-	var se *StatusError
-	require.ErrorAs(t, err, &se)
-	assert.Equal(t, 400, se.StatusCode)
 }
 
 func TestIntegrationConnectionRefusedStartsNextAtOnce(t *testing.T) {
@@ -317,7 +280,7 @@ func TestIntegrationBrokenStreamAfterCommit(t *testing.T) {
 	for call.Next() {
 		n++
 	}
-	require.NoError(t, call.Close())
+	call.Close()
 	assert.Equal(t, 2, n)
 	require.Error(t, call.Err())
 	var stall *StallError
@@ -335,7 +298,7 @@ func TestIntegrationBrokenStreamAfterCommit(t *testing.T) {
 	for call.Next() {
 		n++
 	}
-	require.NoError(t, call.Close())
+	call.Close()
 	require.NoError(t, call.Err())
 	assert.Equal(t, 5, n, "two chunks of the cut stream, three of the continuation")
 	assert.Equal(t, "cont", call.Result().Source)

@@ -114,8 +114,9 @@ func MaxAttempts(n int) Option {
 	return func(c *config) { c.maxAttempts = n }
 }
 
-// Clock sets the clock of every timer and timestamp (a fake clock in tests).
-func Clock(clock clockwork.Clock) Option {
+// withClock sets the clock of every timer and timestamp: a fake clock in
+// tests. It is not exported, so that the clock library stays out of the API.
+func withClock(clock clockwork.Clock) Option {
 	return func(c *config) { c.clock = clock }
 }
 

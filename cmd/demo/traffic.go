@@ -169,11 +169,8 @@ func hedgedCalls(ctx context.Context, st *stack, o options) (int, error) {
 	}
 	for call.Next() {
 	}
+	call.Close()
 	if err := call.Err(); err != nil {
-		_ = call.Close()
-		return 0, err
-	}
-	if err := call.Close(); err != nil {
 		return 0, err
 	}
 

@@ -1,0 +1,13 @@
+module github.com/streamstall/streamstall/internal/advice
+
+go 1.26.0
+
+require (
+	github.com/DataDog/sketches-go v1.4.8
+	github.com/stretchr/testify v1.12.1
+)
+
+require (
+	go.yaml.in/yaml/v3 v3.0.6 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
+)

@@ -1,0 +1,18 @@
+module github.com/streamstall/streamstall/internal/hedgecore
+
+go 1.26.0
+
+require (
+	github.com/DataDog/sketches-go v1.4.8
+	github.com/stretchr/testify v1.12.1
+	go.uber.org/goleak v1.3.0
+)
+
+require (
+	go.yaml.in/yaml/v3 v3.0.6 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
+)
+
+require github.com/streamstall/streamstall/internal/semconv v0.0.0-00010101000000-000000000000
+
+replace github.com/streamstall/streamstall/internal/semconv => ../../internal/semconv

@@ -1,0 +1,3 @@
+module github.com/streamstall/streamstall/internal/semconv
+
+go 1.26.0
