@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -149,7 +148,7 @@ func printJaegerQueries(ctx context.Context, w io.Writer, j *harness.Jaeger, spa
 	}
 	if sp, ms, ok := longest(spans); ok {
 		id := sp.TraceID().String()
-		if err := traceExists(ctx, j.QueryURL, id); err != nil {
+		if _, err := j.Trace(ctx, id); err != nil {
 			return err
 		}
 		out.Printf("\n# the longest single stall of the run (%.0f ms, %s): its trace\n"+
@@ -163,29 +162,4 @@ func printJaegerQueries(ctx context.Context, w io.Writer, j *harness.Jaeger, spa
 			plural(len(traces), "trace"), curlSearch(proxyService+"-gateway", losers, "HEDGED"))
 	}
 	return out.Err
-}
-
-// traceExists checks that Jaeger answers GET /api/traces/{id} with the trace.
-func traceExists(ctx context.Context, base, id string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/traces/"+id, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	var body struct {
-		Data []struct {
-			TraceID string `json:"traceID"`
-		} `json:"data"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
-		return fmt.Errorf("jaeger trace %s: %w", id, err)
-	}
-	if resp.StatusCode != http.StatusOK || len(body.Data) != 1 || body.Data[0].TraceID != id {
-		return fmt.Errorf("jaeger trace %s: status %d, %d traces", id, resp.StatusCode, len(body.Data))
-	}
-	return nil
 }

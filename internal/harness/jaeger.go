@@ -146,6 +146,18 @@ func (j *Jaeger) FindTraces(ctx context.Context, service string, tags map[string
 	return traces, nil
 }
 
+// Trace asks Jaeger for one trace by id (GET /api/traces/{id}).
+func (j *Jaeger) Trace(ctx context.Context, id string) (JaegerTrace, error) {
+	var traces []JaegerTrace
+	if err := j.query(ctx, "/api/traces/"+url.PathEscape(id), &traces); err != nil {
+		return JaegerTrace{}, err
+	}
+	if len(traces) != 1 || traces[0].TraceID != id {
+		return JaegerTrace{}, fmt.Errorf("jaeger trace %s: %d traces in the answer", id, len(traces))
+	}
+	return traces[0], nil
+}
+
 // Services lists the services Jaeger has spans of.
 func (j *Jaeger) Services(ctx context.Context) ([]string, error) {
 	var services []string
