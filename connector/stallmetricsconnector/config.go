@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/confmap"
 
+	"github.com/streamstall/streamstall/internal/dimension"
 	"github.com/streamstall/streamstall/internal/exphist"
 	"github.com/streamstall/streamstall/internal/semconv"
 )
@@ -127,18 +128,14 @@ func (c *Config) Validate() error {
 	if c.Histogram.MaxBuckets < exphist.MinMaxBuckets {
 		errs = append(errs, fmt.Errorf("histogram::max_buckets must be at least %d, got %d", exphist.MinMaxBuckets, c.Histogram.MaxBuckets))
 	}
-	seen := make(map[string]bool, len(reservedDimensions)+len(c.Dimensions))
-	for _, name := range reservedDimensions {
-		seen[name] = true
-	}
-	for i, d := range c.Dimensions {
-		switch {
-		case d.Name == "":
-			errs = append(errs, fmt.Errorf("dimensions[%d]: name must not be empty", i))
-		case seen[d.Name]:
-			errs = append(errs, fmt.Errorf("dimensions[%d]: duplicate or reserved dimension %q", i, d.Name))
-		}
-		seen[d.Name] = true
-	}
+	errs = append(errs, dimension.Check(c.dimensionNames(), reservedDimensions...)...)
 	return errors.Join(errs...)
+}
+
+func (c *Config) dimensionNames() []string {
+	names := make([]string, len(c.Dimensions))
+	for i, d := range c.Dimensions {
+		names[i] = d.Name
+	}
+	return names
 }

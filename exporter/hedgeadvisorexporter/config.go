@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/collector/config/confighttp"
 	"go.opentelemetry.io/collector/confmap"
 
+	"github.com/streamstall/streamstall/internal/dimension"
 	"github.com/streamstall/streamstall/internal/semconv"
 )
 
@@ -87,15 +88,14 @@ func (c *Config) Validate() error {
 	if c.MaxLabelLength < 1 {
 		errs = append(errs, fmt.Errorf("max_label_length must be at least 1, got %d", c.MaxLabelLength))
 	}
-	seen := map[string]bool{semconv.AttrProviderName: true, semconv.AttrRequestModel: true}
-	for i, d := range c.Dimensions {
-		switch {
-		case d.Name == "":
-			errs = append(errs, fmt.Errorf("dimensions[%d]: name must not be empty", i))
-		case seen[d.Name]:
-			errs = append(errs, fmt.Errorf("dimensions[%d]: duplicate or reserved dimension %q", i, d.Name))
-		}
-		seen[d.Name] = true
-	}
+	errs = append(errs, dimension.Check(c.dimensionNames(), semconv.AttrProviderName, semconv.AttrRequestModel)...)
 	return errors.Join(errs...)
+}
+
+func (c *Config) dimensionNames() []string {
+	names := make([]string, len(c.Dimensions))
+	for i, d := range c.Dimensions {
+		names[i] = d.Name
+	}
+	return names
 }
