@@ -41,7 +41,7 @@ func TestDecodeNewLimits(t *testing.T) {
 		{"long name", `{"name":"` + long + `",` + limitStart + `}`, http.StatusRequestEntityTooLarge, 0, "name", "longer than 4096 bytes"},
 		{"duplicate attribute", `{"name":"a",` + limitStart + `,"attributes":{"x":1,"y":2,"x":3}}`, http.StatusBadRequest, 0, "attributes.x", "duplicate"},
 		{"duplicate field", `{"name":"a",` + limitStart + `,"name":"b"}`, http.StatusBadRequest, 0, "name", "duplicate"},
-		// Row 4 of the trust-boundary table: forged figures.
+		// Forged figures (docs/security.md, figures only from evidence).
 		{"reserved stall_count", "{\"name\":\"ok\"," + limitStart + "}\n" + `{"name":"a",` + limitStart + `,"attributes":{"llm.stream.stall_count":3,"llm.stream.stall_ms":90000}}`, http.StatusBadRequest, 1, "attributes.llm.stream.stall", "reserved"},
 		{"reserved oversized_frames", `{"name":"a",` + limitStart + `,"attributes":{"llm.stream.oversized_frames":1}}`, http.StatusBadRequest, 0, "attributes.llm.stream.oversized_frames", "reserved"},
 		{"reserved future figure", `{"name":"a",` + limitStart + `,"attributes":{"llm.stream.time_to_first_answer_ms":1.5}}`, http.StatusBadRequest, 0, "attributes.llm.stream.time_to_first_answer_ms", "stall processor"},
@@ -96,7 +96,7 @@ func zeroArray(n int) []byte {
 	return b
 }
 
-// TestDecodeStopsEarly: rows 1 and 2 of the trust-boundary table. A 16 MB
+// TestDecodeStopsEarly (docs/security.md, the ingest listener): a 16 MB
 // body of zeros, of records past max_records, or of one record with a
 // million attributes is refused after reading the first part of it, not
 // decoded whole.

@@ -142,7 +142,7 @@ func TestIngestPipelineRefuses(t *testing.T) {
 	})
 }
 
-// TestIngestOnlyJSON: rows 10 and 12 of the trust-boundary table. Only
+// TestIngestOnlyJSON (docs/security.md, the ingest listener): only
 // JSON content types are taken (a CORS simple request with text/plain is
 // not), and every error, including those confighttp raises before the
 // handler, has a JSON body.
@@ -186,12 +186,12 @@ func TestIngestOnlyJSON(t *testing.T) {
 	}
 
 	resp, reply = postIngest(t, url, "application/json", []byte(`{"name":"a","start_time_unix_nano":1,"attributes":{"llm.stream.stall_count":3,"llm.stream.stall_ms":90000}}`), nil)
-	assert.Equal(t, http.StatusBadRequest, resp.StatusCode, "row 4: forged figures")
+	assert.Equal(t, http.StatusBadRequest, resp.StatusCode, "forged figures")
 	assert.Contains(t, reply.Field, "attributes.llm.stream.stall")
 	assert.Contains(t, reply.Error, "reserved")
 
 	resp, reply = postIngest(t, url, "application/json", zeroArray(8<<20-1), nil)
-	assert.Equal(t, http.StatusBadRequest, resp.StatusCode, "row 1")
+	assert.Equal(t, http.StatusBadRequest, resp.StatusCode, "a zeros array")
 	require.NotNil(t, reply.Record)
 	assert.Equal(t, 0, *reply.Record)
 	assert.Equal(t, 5, sink.SpanCount())
