@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamstall/streamstall/internal/harness"
+	"github.com/streamstall/streamstall/internal/testbed/harness"
 )
 
 // binary returns the program's path, failing the test with what to do when

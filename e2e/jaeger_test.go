@@ -15,9 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"github.com/streamstall/streamstall/internal/fakellm"
-	"github.com/streamstall/streamstall/internal/harness"
 	"github.com/streamstall/streamstall/internal/semconv"
+	"github.com/streamstall/streamstall/internal/testbed/fakellm"
+	"github.com/streamstall/streamstall/internal/testbed/harness"
 )
 
 // The whole path of docs/contract.md section 2: proxy and OTLP in, stall (inferring

@@ -24,9 +24,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/streamstall/streamstall/internal/dashboard"
-	"github.com/streamstall/streamstall/internal/fakellm"
-	"github.com/streamstall/streamstall/internal/harness"
+	"github.com/streamstall/streamstall/internal/testbed/dashboard"
+	"github.com/streamstall/streamstall/internal/testbed/fakellm"
+	"github.com/streamstall/streamstall/internal/testbed/harness"
 )
 
 // The proxy feeds stall and stall_metrics; a real Prometheus scrapes the

@@ -17,8 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"github.com/streamstall/streamstall/internal/harness"
 	"github.com/streamstall/streamstall/internal/semconv"
+	"github.com/streamstall/streamstall/internal/testbed/harness"
 )
 
 // The overrides move the examples' endpoints to loopback ports and put a

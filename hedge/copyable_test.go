@@ -38,8 +38,8 @@ func internalImports(t *testing.T, name string, src any) []string {
 }
 
 func TestInternalImportsIsFound(t *testing.T) {
-	src := "package x_test\nimport (\n\t\"fmt\"\n\t\"github.com/streamstall/streamstall/internal/fakellm\"\n)\n"
-	assert.Equal(t, []string{"github.com/streamstall/streamstall/internal/fakellm"}, internalImports(t, "x_test.go", src))
+	src := "package x_test\nimport (\n\t\"fmt\"\n\t\"github.com/streamstall/streamstall/internal/testbed/fakellm\"\n)\n"
+	assert.Equal(t, []string{"github.com/streamstall/streamstall/internal/testbed/fakellm"}, internalImports(t, "x_test.go", src))
 	assert.Empty(t, internalImports(t, "y_test.go", "package y_test\nimport \"github.com/streamstall/streamstall/hedge\"\n"))
 }
 

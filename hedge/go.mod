@@ -34,18 +34,18 @@ require (
 
 require (
 	github.com/streamstall/streamstall/internal/advice v0.0.0-00010101000000-000000000000
-	github.com/streamstall/streamstall/internal/fakellm v0.0.0-00010101000000-000000000000
 	github.com/streamstall/streamstall/internal/hedgecore v0.0.0-00010101000000-000000000000
 	github.com/streamstall/streamstall/internal/llmstream v0.0.0-00010101000000-000000000000
 	github.com/streamstall/streamstall/internal/semconv v0.0.0-00010101000000-000000000000
 	github.com/streamstall/streamstall/internal/sse v0.0.0-00010101000000-000000000000
+	github.com/streamstall/streamstall/internal/testbed/fakellm v0.0.0-00010101000000-000000000000
 )
 
 replace (
 	github.com/streamstall/streamstall/internal/advice => ../internal/advice
-	github.com/streamstall/streamstall/internal/fakellm => ../internal/fakellm
 	github.com/streamstall/streamstall/internal/hedgecore => ../internal/hedgecore
 	github.com/streamstall/streamstall/internal/llmstream => ../internal/llmstream
 	github.com/streamstall/streamstall/internal/semconv => ../internal/semconv
 	github.com/streamstall/streamstall/internal/sse => ../internal/sse
+	github.com/streamstall/streamstall/internal/testbed/fakellm => ../internal/testbed/fakellm
 )

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/streamstall/streamstall/internal/fakellm"
+	"github.com/streamstall/streamstall/internal/testbed/fakellm"
 )
 
 // The tests below run the Hedger against fakellm on real loopback sockets,

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/streamstall/streamstall/internal/harness"
 	"github.com/streamstall/streamstall/internal/semconv"
+	"github.com/streamstall/streamstall/internal/testbed/harness"
 	"github.com/streamstall/streamstall/internal/textout"
 )
 

@@ -7,8 +7,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"github.com/streamstall/streamstall/internal/harness"
 	"github.com/streamstall/streamstall/internal/semconv"
+	"github.com/streamstall/streamstall/internal/testbed/harness"
 )
 
 func stalledSpan(service string, trace byte, stalls int64, maxStallMs float64) harness.ReceivedSpan {

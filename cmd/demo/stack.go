@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/streamstall/streamstall/internal/harness"
+	"github.com/streamstall/streamstall/internal/testbed/harness"
 )
 
 // The collector the demo runs: the proxy and an OTLP receiver (for the

@@ -17,8 +17,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/streamstall/streamstall/internal/exphist"
-	"github.com/streamstall/streamstall/internal/harness"
 	"github.com/streamstall/streamstall/internal/semconv"
+	"github.com/streamstall/streamstall/internal/testbed/harness"
 	"github.com/streamstall/streamstall/internal/textout"
 )
 

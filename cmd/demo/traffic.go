@@ -20,7 +20,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/streamstall/streamstall/hedge"
-	"github.com/streamstall/streamstall/internal/fakellm"
+	"github.com/streamstall/streamstall/internal/testbed/fakellm"
 )
 
 // A call the demo makes through the proxy.

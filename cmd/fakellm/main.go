@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/streamstall/streamstall/internal/fakellm"
+	"github.com/streamstall/streamstall/internal/testbed/fakellm"
 )
 
 func main() {

@@ -19,8 +19,8 @@ import (
 	"go.opentelemetry.io/collector/processor/processortest"
 
 	"github.com/streamstall/streamstall/connector/stallmetricsconnector"
-	"github.com/streamstall/streamstall/internal/dashboard"
 	"github.com/streamstall/streamstall/internal/semconv"
+	"github.com/streamstall/streamstall/internal/testbed/dashboard"
 	"github.com/streamstall/streamstall/processor/stallprocessor"
 )
 

@@ -14,8 +14,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/streamstall/streamstall/hedge"
-	"github.com/streamstall/streamstall/internal/fakellm"
 	"github.com/streamstall/streamstall/internal/semconv"
+	"github.com/streamstall/streamstall/internal/testbed/fakellm"
 )
 
 func TestMain(m *testing.M) {

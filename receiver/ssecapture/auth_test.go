@@ -19,7 +19,7 @@ import (
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/extension"
 
-	"github.com/streamstall/streamstall/internal/fakellm"
+	"github.com/streamstall/streamstall/internal/testbed/fakellm"
 )
 
 // hostWithExtensions is a component host that offers extensions, as the

@@ -20,9 +20,9 @@ import (
 	"go.opentelemetry.io/collector/receiver"
 	"go.opentelemetry.io/collector/receiver/receivertest"
 
-	"github.com/streamstall/streamstall/internal/fakellm"
 	"github.com/streamstall/streamstall/internal/figures"
 	"github.com/streamstall/streamstall/internal/semconv"
+	"github.com/streamstall/streamstall/internal/testbed/fakellm"
 	"github.com/streamstall/streamstall/receiver/ssecapture/internal/metadata"
 )
 

@@ -26,9 +26,9 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/streamstall/streamstall/internal/fakellm"
 	"github.com/streamstall/streamstall/internal/figures"
 	"github.com/streamstall/streamstall/internal/semconv"
+	"github.com/streamstall/streamstall/internal/testbed/fakellm"
 	"github.com/streamstall/streamstall/receiver/ssecapture/internal/metadata"
 	"github.com/streamstall/streamstall/receiver/ssecapture/internal/metadatatest"
 )

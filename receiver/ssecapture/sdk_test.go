@@ -19,8 +19,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"github.com/streamstall/streamstall/internal/fakellm"
 	"github.com/streamstall/streamstall/internal/semconv"
+	"github.com/streamstall/streamstall/internal/testbed/fakellm"
 )
 
 // wireTap records the exact response bytes an SDK read off the wire.

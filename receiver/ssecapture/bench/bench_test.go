@@ -17,7 +17,7 @@ import (
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.uber.org/goleak"
 
-	"github.com/streamstall/streamstall/internal/fakellm"
+	"github.com/streamstall/streamstall/internal/testbed/fakellm"
 )
 
 func TestMain(m *testing.M) {

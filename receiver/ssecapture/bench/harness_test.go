@@ -31,9 +31,9 @@ import (
 	"go.opentelemetry.io/collector/receiver/receivertest"
 	"golang.org/x/sys/unix"
 
-	"github.com/streamstall/streamstall/internal/fakellm"
 	"github.com/streamstall/streamstall/internal/llmstream"
 	"github.com/streamstall/streamstall/internal/sse"
+	"github.com/streamstall/streamstall/internal/testbed/fakellm"
 	"github.com/streamstall/streamstall/receiver/ssecapture"
 )
 

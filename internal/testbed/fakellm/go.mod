@@ -1,4 +1,4 @@
-module github.com/streamstall/streamstall/internal/fakellm
+module github.com/streamstall/streamstall/internal/testbed/fakellm
 
 go 1.26.0
 

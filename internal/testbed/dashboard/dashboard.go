@@ -3,7 +3,7 @@
 // tests can hold them to the metrics the connector really emits: by
 // translation (unit test), in a real scrape and on a real Prometheus
 // (end-to-end tests).
-package dashboard // import "github.com/streamstall/streamstall/internal/dashboard"
+package dashboard // import "github.com/streamstall/streamstall/internal/testbed/dashboard"
 
 import (
 	"encoding/json"
