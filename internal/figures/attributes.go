@@ -65,8 +65,7 @@ func AttributeNames() []string { return append([]string(nil), attributeNames[:].
 // AttributeIndex returns the index of a figure attribute; ok is false for
 // any other name. It costs a prefix comparison for most names.
 func AttributeIndex(name string) (i int, ok bool) {
-	const prefix = "llm.stream."
-	if !strings.HasPrefix(name, prefix) {
+	if !strings.HasPrefix(name, semconv.StreamNamespace) {
 		return 0, false
 	}
 	for i, n := range attributeNames {

@@ -4,6 +4,11 @@
 // disagree on a spelling.
 package semconv
 
+// StreamNamespace begins every llm.stream.* name: the figures only the stall
+// processor writes, and what the receiver records about chunks and frames.
+// No client may set an attribute under it.
+const StreamNamespace = "llm.stream."
+
 // Chunk events (docs/contract.md section 3).
 const (
 	// EventChunk is the chunk event name streamstall emits (OpenLLMetry >= 0.55).

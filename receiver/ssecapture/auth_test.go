@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/collector/extension"
 
 	"github.com/streamstall/streamstall/internal/testbed/fakellm"
+	"github.com/streamstall/streamstall/receiver/ssecapture/internal/ingest"
 )
 
 // hostWithExtensions is a component host that offers extensions, as the
@@ -79,7 +80,7 @@ func TestBearerTokenAuthGuardsListeners(t *testing.T) {
 	sink := new(consumertest.TracesSink)
 	rcv := startReceiver(t, cfg, sink, host, nil)
 	proxyURL := "http://" + rcv.addrs["proxy"].String() + shapes[0].path
-	ingestURL := "http://" + rcv.addrs["ingest"].String() + ingestPath
+	ingestURL := "http://" + rcv.addrs["ingest"].String() + ingest.Path
 	record := `{"name":"chat x","start_time_unix_nano":1790000000000000000,"chunk_offsets_ms":[1,2]}`
 	client := testClient(t)
 

@@ -4,13 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"strings"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/config/confighttp"
 	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/confmap"
+	"golang.org/x/net/http/httpguts"
 )
 
 // Config configures the sse_capture receiver. At least one listener is
@@ -132,7 +132,7 @@ func (p *ProxyConfig) validate() error {
 		errs = append(errs, errAuthHeaderRequired)
 	case !p.Auth.HasValue() && p.AuthHeader != "":
 		errs = append(errs, errAuthHeaderWithoutAuth)
-	case p.AuthHeader != "" && !isToken(p.AuthHeader):
+	case p.AuthHeader != "" && !httpguts.ValidHeaderFieldName(p.AuthHeader):
 		errs = append(errs, errAuthHeaderInvalid)
 	}
 	return errors.Join(errs...)
@@ -170,15 +170,4 @@ func parseUpstream(endpoint string) (*url.URL, error) {
 		return nil, errUpstreamHasQueries
 	}
 	return u, nil
-}
-
-// isToken reports whether s is an HTTP field name (RFC 9110 token).
-func isToken(s string) bool {
-	for _, c := range []byte(s) {
-		alnum := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
-		if !alnum && strings.IndexByte("!#$%&'*+-.^_`|~", c) < 0 {
-			return false
-		}
-	}
-	return s != ""
 }

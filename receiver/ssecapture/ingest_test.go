@@ -16,6 +16,8 @@ import (
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/consumer/consumertest"
+
+	"github.com/streamstall/streamstall/receiver/ssecapture/internal/ingest"
 )
 
 func startIngest(t *testing.T, next consumer.Traces, tune func(*IngestConfig)) string {
@@ -66,7 +68,7 @@ func TestIngestHTTP(t *testing.T) {
 		i.MaxRecords = 3
 		i.MaxChunksPerRecord = 4
 	})
-	url := base + ingestPath
+	url := base + ingest.Path
 
 	resp, reply := postIngest(t, url, "application/json", []byte(okRecord), nil)
 	require.Equal(t, http.StatusOK, resp.StatusCode, reply.Error)
@@ -127,14 +129,14 @@ func TestIngestHTTP(t *testing.T) {
 
 func TestIngestPipelineRefuses(t *testing.T) {
 	t.Run("transient", func(t *testing.T) {
-		url := startIngest(t, consumertest.NewErr(errors.New("queue full")), nil) + ingestPath
+		url := startIngest(t, consumertest.NewErr(errors.New("queue full")), nil) + ingest.Path
 		resp, reply := postIngest(t, url, "application/json", []byte(okRecord), nil)
 		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 		assert.Equal(t, "1", resp.Header.Get("Retry-After"))
 		assert.Contains(t, reply.Error, "retry")
 	})
 	t.Run("permanent", func(t *testing.T) {
-		url := startIngest(t, consumertest.NewErr(consumererror.NewPermanent(errors.New("bad data"))), nil) + ingestPath
+		url := startIngest(t, consumertest.NewErr(consumererror.NewPermanent(errors.New("bad data"))), nil) + ingest.Path
 		resp, reply := postIngest(t, url, "application/json", []byte(okRecord), nil)
 		assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
 		assert.Empty(t, resp.Header.Get("Retry-After"))
@@ -148,7 +150,7 @@ func TestIngestPipelineRefuses(t *testing.T) {
 // handler, has a JSON body.
 func TestIngestOnlyJSON(t *testing.T) {
 	sink := new(consumertest.TracesSink)
-	url := startIngest(t, sink, nil) + ingestPath
+	url := startIngest(t, sink, nil) + ingest.Path
 
 	for _, ct := range []string{"application/json", "application/json; charset=utf-8", "Application/JSON;Charset=UTF-8", "application/x-ndjson", "application/x-ndjson; charset=utf-8"} {
 		resp, reply := postIngest(t, url, ct, []byte(okRecord), nil)
@@ -207,10 +209,9 @@ func TestIngestStopsAtShutdown(t *testing.T) {
 	rcv := startReceiver(t, cfg, sink, newMdatagenNopHost(), nil)
 	require.NotNil(t, rcv.ingest)
 	require.NoError(t, rcv.Shutdown(testContext(t)))
-	require.Error(t, rcv.ingest.stopping.Err(), "shutdown stops decoding")
 
 	rec := httptest.NewRecorder()
-	req := httptest.NewRequestWithContext(testContext(t), http.MethodPost, ingestPath, strings.NewReader(okRecord))
+	req := httptest.NewRequestWithContext(testContext(t), http.MethodPost, ingest.Path, strings.NewReader(okRecord))
 	req.Header.Set("Content-Type", "application/json")
 	rcv.ingest.ServeHTTP(rec, req)
 	assert.Equal(t, http.StatusServiceUnavailable, rec.Code)
@@ -219,4 +220,11 @@ func TestIngestStopsAtShutdown(t *testing.T) {
 	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &reply), rec.Body.String())
 	assert.Contains(t, reply.Error, "decoding stopped")
 	assert.Zero(t, sink.SpanCount())
+}
+
+// zeroArray is the JSON array of n zeros.
+func zeroArray(n int) []byte {
+	b := append([]byte{'['}, bytes.Repeat([]byte("0,"), n)...)
+	b[len(b)-1] = ']'
+	return b
 }

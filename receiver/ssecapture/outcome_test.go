@@ -33,7 +33,7 @@ func TestProxyStreamOutcomes(t *testing.T) {
 		errType string
 	}{
 		{
-			name: "no terminal frame", shape: 0, chunks: 2, errType: errTypeTruncated,
+			name: "no terminal frame", shape: 0, chunks: 2, errType: "stream_truncated",
 			body: "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\ndata: {\"choices\":[{\"delta\":{\"content\":\"b\"}}]}\n\n",
 		},
 		{
@@ -51,7 +51,7 @@ func TestProxyStreamOutcomes(t *testing.T) {
 				"event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"status\":\"failed\",\"error\":{\"code\":\"server_error\",\"message\":\"x\"}}}\n\n",
 		},
 		{
-			name: "unterminated last event", shape: 0, chunks: 1, errType: errTypeTruncated,
+			name: "unterminated last event", shape: 0, chunks: 1, errType: "stream_truncated",
 			body: "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\ndata: {\"choices\":[{\"delta\":{\"content\":\"b\"}}]}\n",
 		},
 	}

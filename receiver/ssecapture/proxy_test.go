@@ -29,6 +29,7 @@ import (
 	"github.com/streamstall/streamstall/internal/figures"
 	"github.com/streamstall/streamstall/internal/semconv"
 	"github.com/streamstall/streamstall/internal/testbed/fakellm"
+	"github.com/streamstall/streamstall/receiver/ssecapture/internal/ingest"
 	"github.com/streamstall/streamstall/receiver/ssecapture/internal/metadata"
 	"github.com/streamstall/streamstall/receiver/ssecapture/internal/metadatatest"
 )
@@ -271,7 +272,7 @@ func TestProxyEarlyClose(t *testing.T) {
 			span := f.spans(t, 1)[0]
 			assert.Len(t, chunkTimes(span), 3)
 			assert.Equal(t, ptrace.StatusCodeError, span.Status().Code())
-			assert.Equal(t, errTypeTruncated, attr(t, span, semconv.AttrErrorType).Str())
+			assert.Equal(t, "stream_truncated", attr(t, span, semconv.AttrErrorType).Str())
 		})
 	}
 }
@@ -306,7 +307,7 @@ func TestProxyClientDisconnect(t *testing.T) {
 	assert.Less(t, rec.DisconnectedAt.Sub(cancelled), 500*time.Millisecond, "promptly")
 	assert.False(t, rec.Completed)
 	span := f.spans(t, 1)[0]
-	assert.Equal(t, errTypeCancelled, attr(t, span, semconv.AttrErrorType).Str())
+	assert.Equal(t, "cancelled", attr(t, span, semconv.AttrErrorType).Str())
 	assert.Equal(t, ptrace.StatusCodeError, span.Status().Code())
 	assert.Len(t, chunkTimes(span), 2)
 }
@@ -324,9 +325,9 @@ func TestProxyUnreachableUpstream(t *testing.T) {
 		Error struct{ Type, Message string } `json:"error"`
 	}
 	require.NoError(t, json.Unmarshal(body, &e), string(body))
-	assert.Equal(t, errTypeUpstreamUnreachable, e.Error.Type)
+	assert.Equal(t, "upstream_unreachable", e.Error.Type)
 	span := f.spans(t, 1)[0]
-	assert.Equal(t, errTypeUpstreamUnreachable, attr(t, span, semconv.AttrErrorType).Str())
+	assert.Equal(t, "upstream_unreachable", attr(t, span, semconv.AttrErrorType).Str())
 	assert.Equal(t, int64(http.StatusBadGateway), attr(t, span, semconv.AttrHTTPStatusCode).Int())
 	assert.Equal(t, ptrace.StatusCodeError, span.Status().Code())
 }
@@ -349,7 +350,7 @@ func TestProxyUpstreamHeaderTimeout(t *testing.T) {
 		scriptHeader(t, fakellm.Script{TTFTMillis: 400}))
 	assert.Equal(t, http.StatusGatewayTimeout, resp.StatusCode, string(body))
 	spans := f.spans(t, 2)
-	assert.Equal(t, errTypeUpstreamTimeout, attr(t, spans[1], semconv.AttrErrorType).Str())
+	assert.Equal(t, "upstream_timeout", attr(t, spans[1], semconv.AttrErrorType).Str())
 }
 
 // TestProxyNoWriteTimeout: a stream longer than the server's write timeout
@@ -505,7 +506,7 @@ func TestProxyPipelineTrouble(t *testing.T) {
 			f.waitRequest(t, i)
 			assert.Equal(t, f.fake.Sent(i), body)
 		}
-		assertDropped(t, f, 3, dropConsumerError)
+		assertDropped(t, f, 3, "consumer_error")
 	})
 	t.Run("blocked", func(t *testing.T) {
 		sink := &blockingSink{release: make(chan struct{}), entered: make(chan struct{})}
@@ -524,7 +525,7 @@ func TestProxyPipelineTrouble(t *testing.T) {
 		}
 		// Span 0 is held by the blocked consumer, span 1 waits in the queue
 		// of one, spans 2 and 3 found it full.
-		assertDropped(t, f, 2, dropQueueFull)
+		assertDropped(t, f, 2, "queue_full")
 		close(sink.release)
 		require.Eventually(t, func() bool { return sink.SpanCount() == 2 }, 5*time.Second, 5*time.Millisecond)
 	})
@@ -573,7 +574,7 @@ func TestProxyListenerUninstrumented(t *testing.T) {
 	f.spans(t, 1)
 	assert.Zero(t, serverSpans(), "a server span for a proxied request")
 
-	resp, reply := postIngest(t, "http://"+f.rcv.addrs["ingest"].String()+ingestPath, "application/json", []byte(okRecord), nil)
+	resp, reply := postIngest(t, "http://"+f.rcv.addrs["ingest"].String()+ingest.Path, "application/json", []byte(okRecord), nil)
 	require.Equal(t, http.StatusOK, resp.StatusCode, reply.Error)
 	assert.Eventually(t, func() bool { return serverSpans() == 1 }, testTimeout, 10*time.Millisecond,
 		"the ingest listener keeps the collector's server instrumentation")

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/collector/consumer/consumertest"
 
 	"github.com/streamstall/streamstall/internal/testbed/fakellm"
+	"github.com/streamstall/streamstall/receiver/ssecapture/internal/ingest"
 )
 
 // TestDefaultReadTimeouts: both listeners bound the reading of a request
@@ -79,7 +80,7 @@ func TestReadTimeoutCutsSlowBodies(t *testing.T) {
 	t.Run("ingest", func(t *testing.T) {
 		sink := new(consumertest.TracesSink)
 		base := startIngest(t, sink, func(i *IngestConfig) { i.ReadTimeout = rt })
-		took := slowBody(t, strings.TrimPrefix(base, "http://"), ingestPath)
+		took := slowBody(t, strings.TrimPrefix(base, "http://"), ingest.Path)
 		assert.GreaterOrEqual(t, took, rt-50*time.Millisecond, "the server starts its clock as it reads, a little before the client does")
 		assert.Less(t, took, 5*time.Second)
 		assert.Zero(t, sink.SpanCount())

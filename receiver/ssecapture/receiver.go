@@ -3,6 +3,7 @@ package ssecapture
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"sync"
@@ -18,14 +19,14 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.uber.org/zap"
 
+	"github.com/streamstall/streamstall/receiver/ssecapture/internal/ingest"
 	"github.com/streamstall/streamstall/receiver/ssecapture/internal/metadata"
+	"github.com/streamstall/streamstall/receiver/ssecapture/internal/proxy"
+	"github.com/streamstall/streamstall/receiver/ssecapture/internal/spanqueue"
 )
 
-// Formats reported through receiverhelper.ObsReport.
-const (
-	formatProxy  = "sse"
-	formatIngest = "json"
-)
+// formatProxy is what receiverhelper.ObsReport reports proxy spans as.
+const formatProxy = "sse"
 
 type sseCaptureReceiver struct {
 	cfg       *Config
@@ -39,9 +40,9 @@ type sseCaptureReceiver struct {
 	servers    []*http.Server
 	proxySrv   *http.Server        // the proxy's, among servers
 	addrs      map[string]net.Addr // bound addresses by listener name, for tests
-	queue      *spanQueue
-	proxy      *proxy
-	ingest     *ingestHandler
+	queue      *spanqueue.Queue
+	proxy      *proxy.Proxy
+	ingest     *ingest.Handler
 	shutdownWG sync.WaitGroup
 }
 
@@ -74,12 +75,8 @@ func newReceiver(cfg *Config, set receiver.Settings, next consumer.Traces) (*sse
 func (r *sseCaptureReceiver) Start(ctx context.Context, host component.Host) error {
 	if r.cfg.Proxy.HasValue() {
 		pcfg := r.cfg.Proxy.Get()
-		r.queue = newSpanQueue(pcfg.QueueSize, r.next, r.obsProxy, r.telemetry)
-		service := pcfg.ServiceName
-		if service == "" {
-			service = r.settings.ID.String()
-		}
-		p, err := newProxy(ctx, pcfg, service, r.settings.TelemetrySettings, host, r.clock, r.queue, r.telemetry)
+		r.queue = spanqueue.New(pcfg.QueueSize, formatProxy, r.next, r.obsProxy, r.telemetry)
+		p, err := r.newProxy(ctx, host, pcfg)
 		if err != nil {
 			return errors.Join(err, r.Shutdown(ctx))
 		}
@@ -96,13 +93,57 @@ func (r *sseCaptureReceiver) Start(ctx context.Context, host component.Host) err
 	}
 	if r.cfg.Ingest.HasValue() {
 		icfg := r.cfg.Ingest.Get()
-		h := newIngestHandler(icfg, r.next, r.obsIngest)
+		h := ingest.NewHandler(ingest.Limits{
+			MaxBody:     icfg.MaxRequestBody,
+			MaxRecords:  icfg.MaxRecords,
+			MaxChunks:   icfg.MaxChunksPerRecord,
+			MaxAttrs:    icfg.MaxAttributesPerRecord,
+			MaxValueLen: icfg.MaxAttributeValueLength,
+		}, r.next, r.obsIngest)
 		r.ingest = h
-		if err := r.serve(ctx, host, "ingest", icfg.ServerConfig, icfg.MaxRequestBody, h, confighttp.WithErrorHandler(ingestServerError)); err != nil {
+		if err := r.serve(ctx, host, "ingest", icfg.ServerConfig, icfg.MaxRequestBody, h, confighttp.WithErrorHandler(ingest.ServerError)); err != nil {
 			return errors.Join(err, r.Shutdown(ctx))
 		}
 	}
 	return nil
+}
+
+// newProxy builds the proxy from its configuration, with an upstream
+// client from confighttp.
+func (r *sseCaptureReceiver) newProxy(ctx context.Context, host component.Host, pcfg *ProxyConfig) (*proxy.Proxy, error) {
+	upstream, err := parseUpstream(pcfg.Upstream.Endpoint)
+	if err != nil {
+		return nil, err
+	}
+	// Without providers, confighttp does not wrap the upstream transport in
+	// otelhttp: that wrapper would start a collector-internal span per call
+	// and replace the traceparent naming our span, and it costs CPU per
+	// chunk. The spans this receiver emits already describe every call.
+	clientSet := r.settings.TelemetrySettings
+	clientSet.TracerProvider, clientSet.MeterProvider = nil, nil
+	client, err := pcfg.Upstream.ToClient(ctx, host.GetExtensions(), clientSet)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: upstream client: %w", err)
+	}
+	service := pcfg.ServiceName
+	if service == "" {
+		service = r.settings.ID.String()
+	}
+	return proxy.New(proxy.Settings{
+		Upstream:         upstream,
+		Transport:        client.Transport,
+		HeaderTimeout:    pcfg.Upstream.Timeout,
+		Provider:         pcfg.Provider,
+		Service:          service,
+		AuthHeader:       pcfg.AuthHeader,
+		MaxRequestBody:   pcfg.MaxRequestBody,
+		MaxValueLength:   pcfg.MaxAttributeValueLength,
+		RecordKeepalives: pcfg.RecordKeepalives,
+		Clock:            r.clock,
+		Logger:           r.settings.Logger,
+		Telemetry:        r.telemetry,
+		Emit:             r.queue.Push,
+	})
 }
 
 func (r *sseCaptureReceiver) serve(ctx context.Context, host component.Host, name string, sc confighttp.ServerConfig, maxBody int64, h http.Handler,
@@ -142,7 +183,7 @@ func (r *sseCaptureReceiver) serve(ctx context.Context, host component.Host, nam
 // other. The queue is then drained while ctx allows.
 func (r *sseCaptureReceiver) Shutdown(ctx context.Context) error {
 	if r.ingest != nil {
-		r.ingest.stop() // requests still decoding stop
+		r.ingest.Stop() // requests still decoding stop
 	}
 	errs := make([]error, len(r.servers))
 	var wg sync.WaitGroup
@@ -161,13 +202,13 @@ func (r *sseCaptureReceiver) Shutdown(ctx context.Context) error {
 	r.servers, r.proxySrv = nil, nil
 	r.shutdownWG.Wait()
 	if r.proxy != nil {
-		r.proxy.wait()
-		r.proxy.stop() // releases its context
+		r.proxy.Wait()
+		r.proxy.Stop() // releases its context
 		r.proxy = nil
 	}
 	if r.queue != nil {
 		// Handlers are done: the queue sees no more pushes.
-		if err := r.queue.shutdown(ctx); err != nil {
+		if err := r.queue.Shutdown(ctx); err != nil {
 			errs = append(errs, err)
 		}
 		r.queue = nil
@@ -185,10 +226,10 @@ func (r *sseCaptureReceiver) shutdownProxy(ctx context.Context, srv *http.Server
 	if srv.Shutdown(drainCtx) == nil {
 		return nil
 	}
-	open := r.proxy.inflightCount()
-	r.proxy.stop()
+	open := r.proxy.InFlight()
+	r.proxy.Stop()
 	err := srv.Close()
-	r.proxy.wait()
+	r.proxy.Wait()
 	if open > 0 {
 		r.settings.Logger.Info("Ended the proxy's streams still open at shutdown",
 			zap.Int64("streams", open), zap.Duration("shutdown_timeout", r.cfg.Proxy.Get().ShutdownTimeout))

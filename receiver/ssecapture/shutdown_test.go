@@ -93,7 +93,7 @@ func TestShutdownEndsStreamsAfterTimeout(t *testing.T) {
 
 	require.Equal(t, 1, sink.SpanCount(), "the span was delivered before Shutdown returned")
 	span := sink.AllTraces()[0].ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0)
-	assert.Equal(t, errTypeShutdown, attr(t, span, semconv.AttrErrorType).Str())
+	assert.Equal(t, "shutdown", attr(t, span, semconv.AttrErrorType).Str())
 	assert.Equal(t, ptrace.StatusCodeError, span.Status().Code())
 	assert.Equal(t, "the collector shut down before the response ended", span.Status().Message())
 	assert.Len(t, chunkTimes(span), 3, "the chunks seen before the end")
@@ -162,13 +162,13 @@ func TestShutdownBeforeUpstreamAnswers(t *testing.T) {
 		_ = resp.Body.Close()
 		got <- result{status: resp.StatusCode, body: string(b)}
 	}()
-	require.Eventually(t, func() bool { return rcv.proxy.inflightCount() == 1 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return rcv.proxy.InFlight() == 1 }, 5*time.Second, time.Millisecond)
 	start := time.Now()
 	require.NoError(t, rcv.Shutdown(context.Background()))
 	assert.GreaterOrEqual(t, time.Since(start), p.ShutdownTimeout)
 	require.Equal(t, 1, sink.SpanCount())
 	span := sink.AllTraces()[0].ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0)
-	assert.Equal(t, errTypeShutdown, attr(t, span, semconv.AttrErrorType).Str())
+	assert.Equal(t, "shutdown", attr(t, span, semconv.AttrErrorType).Str())
 	res := <-got
 	if res.err == nil { // else the connection was closed before the answer was read
 		assert.Equal(t, http.StatusServiceUnavailable, res.status)

@@ -1,4 +1,7 @@
-package ssecapture
+// Package proxy is the sse_capture receiver's reverse proxy: it forwards
+// every request to one upstream LLM API and records each call as a span
+// with one event per content chunk.
+package proxy // import "github.com/streamstall/streamstall/receiver/ssecapture/internal/proxy"
 
 import (
 	"bytes"
@@ -19,7 +22,7 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
-	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -27,24 +30,52 @@ import (
 	"github.com/streamstall/streamstall/receiver/ssecapture/internal/metadata"
 )
 
-// proxy forwards every request to the one configured upstream and records
+// Settings configure a Proxy. The receiver builds them from its
+// configuration: this package knows nothing of the collector's config.
+type Settings struct {
+	// Upstream is the one API every request goes to (an absolute URL,
+	// without query or fragment).
+	Upstream *url.URL
+	// Transport carries the upstream requests.
+	Transport http.RoundTripper
+	// HeaderTimeout bounds the wait for the upstream's response headers,
+	// never the stream that follows; zero waits as long as the request.
+	HeaderTimeout time.Duration
+	// Provider is gen_ai.provider.name; empty infers it from the API shape.
+	Provider string
+	// Service is the service.name of every span's resource.
+	Service string
+	// AuthHeader is removed before a request goes upstream: it is the
+	// collector's credential, not the provider's.
+	AuthHeader string
+	// MaxRequestBody bounds a request body in bytes; larger ones get 413.
+	MaxRequestBody int64
+	// MaxValueLength bounds every string recorded from a request or response.
+	MaxValueLength int
+	// RecordKeepalives records non-content frames as events.
+	RecordKeepalives bool
+
+	Clock     clockwork.Clock
+	Logger    *zap.Logger
+	Telemetry *metadata.TelemetryBuilder
+	// Emit takes each finished call's span; it must not block.
+	Emit func(ptrace.Traces)
+}
+
+// Proxy forwards every request to the one configured upstream and records
 // each LLM call as a span. It is an httputil.ReverseProxy with three hooks:
 // Rewrite pins the upstream, ModifyResponse wraps the body in a capture tee,
 // ErrorHandler answers 502/504 in JSON.
-type proxy struct {
-	cfg           *ProxyConfig
-	service       string // service.name of every span's resource
-	upstream      *url.URL
-	prefix        string // the upstream's path, cleaned: "/" or "/openai"
-	serverAddress string
-	serverPort    int64
-	clock         clockwork.Clock
-	queue         *spanQueue
-	telemetry     *metadata.TelemetryBuilder
-	logger        *zap.Logger
-	rp            *httputil.ReverseProxy
-	inflight      sync.WaitGroup
-	active        atomic.Int64 // requests in flight, for the shutdown log
+type Proxy struct {
+	upstream       *url.URL
+	prefix         string // the upstream's path, cleaned: "/" or "/openai"
+	authHeader     string
+	maxRequestBody int64
+	calls          *callDeps
+	logger         *zap.Logger
+	rp             *httputil.ReverseProxy
+	inflight       sync.WaitGroup
+	active         atomic.Int64 // requests in flight, for the shutdown log
 	// stopCtx is cancelled when the streams still in flight at shutdown
 	// are to be ended.
 	stopCtx context.Context
@@ -53,37 +84,38 @@ type proxy struct {
 
 type callKey struct{}
 
-func newProxy(ctx context.Context, cfg *ProxyConfig, service string, set component.TelemetrySettings, host component.Host,
-	clock clockwork.Clock, queue *spanQueue, tb *metadata.TelemetryBuilder,
-) (*proxy, error) {
-	upstream, err := parseUpstream(cfg.Upstream.Endpoint)
-	if err != nil {
-		return nil, err
-	}
-	// Without providers, confighttp does not wrap the upstream transport in
-	// otelhttp: that wrapper would start a collector-internal span per call
-	// and replace the traceparent naming our span, and it costs CPU per
-	// chunk. The spans this receiver emits already describe every call.
-	clientSet := set
-	clientSet.TracerProvider, clientSet.MeterProvider = nil, nil
-	client, err := cfg.Upstream.ToClient(ctx, host.GetExtensions(), clientSet)
-	if err != nil {
-		return nil, fmt.Errorf("proxy: upstream client: %w", err)
-	}
-	p := &proxy{
-		service: service,
-		cfg:     cfg, upstream: upstream, clock: clock, queue: queue, telemetry: tb, logger: set.Logger,
+// New returns a proxy; Stop releases it.
+func New(set Settings) (*Proxy, error) {
+	p := &Proxy{
+		upstream:       set.Upstream,
+		prefix:         path.Clean("/" + set.Upstream.Path),
+		authHeader:     set.AuthHeader,
+		maxRequestBody: set.MaxRequestBody,
+		logger:         set.Logger,
 	}
 	p.stopCtx, p.stop = context.WithCancel(context.Background())
-	p.prefix = path.Clean("/" + upstream.Path)
-	p.serverAddress, p.serverPort = serverAddressPort(upstream)
+	serverAddress, serverPort := serverAddressPort(set.Upstream)
+	p.calls = &callDeps{
+		clock:         set.Clock,
+		logger:        set.Logger,
+		maxValueLen:   set.MaxValueLength,
+		keepalives:    set.RecordKeepalives,
+		provider:      set.Provider,
+		service:       set.Service,
+		serverAddress: serverAddress,
+		serverPort:    serverPort,
+		stopping:      p.stopCtx,
+		telemetry:     set.Telemetry,
+		emit:          set.Emit,
+	}
 	errorLog, err := zap.NewStdLogAt(set.Logger, zapcore.DebugLevel)
 	if err != nil {
+		p.stop()
 		return nil, err
 	}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:        p.rewrite,
-		Transport:      &headerTimeout{next: client.Transport, timeout: cfg.Upstream.Timeout},
+		Transport:      &headerTimeout{next: set.Transport, timeout: set.HeaderTimeout},
 		FlushInterval:  -1, // write every read through at once: SSE must not wait in a buffer
 		ModifyResponse: p.modifyResponse,
 		ErrorHandler:   p.errorHandler,
@@ -104,15 +136,20 @@ func serverAddressPort(u *url.URL) (string, int64) {
 	return u.Hostname(), port
 }
 
-// wait blocks until every request being proxied has finished.
-func (p *proxy) wait() { p.inflight.Wait() }
+// Wait blocks until every request being proxied has finished.
+func (p *Proxy) Wait() { p.inflight.Wait() }
 
-func (p *proxy) inflightCount() int64 { return p.active.Load() }
+// InFlight returns the number of requests being proxied.
+func (p *Proxy) InFlight() int64 { return p.active.Load() }
+
+// Stop ends the streams in flight (their clients and upstream requests are
+// closed; their spans say error.type=shutdown) and releases the proxy.
+func (p *Proxy) Stop() { p.stop() }
 
 // stopped reports whether the streams in flight were told to end.
-func (p *proxy) stopped() bool { return p.stopCtx.Err() != nil }
+func (p *Proxy) stopped() bool { return p.stopCtx.Err() != nil }
 
-func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.inflight.Add(1)
 	defer p.inflight.Done()
 	p.active.Add(1)
@@ -137,11 +174,11 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	body, err := readBody(r, p.cfg.MaxRequestBody)
+	body, err := readBody(r, p.maxRequestBody)
 	if err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 			writeJSONError(w, http.StatusRequestEntityTooLarge, "request_too_large",
-				fmt.Sprintf("request body exceeds %d bytes", p.cfg.MaxRequestBody))
+				fmt.Sprintf("request body exceeds %d bytes", p.maxRequestBody))
 			return
 		}
 		writeJSONError(w, http.StatusBadRequest, "bad_request", "cannot read the request body")
@@ -156,7 +193,7 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	c := newCall(p, r, shape, body)
+	c := newCall(p.calls, r, shape, body)
 	defer c.finish() // also when ReverseProxy aborts the handler with http.ErrAbortHandler
 	ctx = context.WithValue(r.Context(), callKey{}, c)
 	p.rp.ServeHTTP(w, r.WithContext(c.outgoingContext(ctx)))
@@ -172,7 +209,7 @@ const maxPathDecodings = 3
 // sent, and after each of up to maxPathDecodings rounds of percent-decoding,
 // with backslashes taken as slashes and dot segments resolved. The request
 // is forwarded as it came, but only when every reading stays under.
-func (p *proxy) staysUnderPrefix(u *url.URL) bool {
+func (p *Proxy) staysUnderPrefix(u *url.URL) bool {
 	if p.prefix == "/" {
 		return true // nothing is above the root
 	}
@@ -220,11 +257,11 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 // party that has no use for the addresses of our clients. The header the
 // listener's authenticator read stays here: it is the collector's
 // credential, not the provider's.
-func (p *proxy) rewrite(pr *httputil.ProxyRequest) {
+func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	pr.SetURL(p.upstream)
 	pr.Out.Host = ""
-	if p.cfg.AuthHeader != "" {
-		pr.Out.Header.Del(p.cfg.AuthHeader)
+	if p.authHeader != "" {
+		pr.Out.Header.Del(p.authHeader)
 	}
 	// An SSE stream must be readable as it arrives: ask for it uncompressed.
 	pr.Out.Header.Set("Accept-Encoding", "identity")
@@ -233,7 +270,7 @@ func (p *proxy) rewrite(pr *httputil.ProxyRequest) {
 	}
 }
 
-func (p *proxy) modifyResponse(resp *http.Response) error {
+func (p *Proxy) modifyResponse(resp *http.Response) error {
 	if c, ok := resp.Request.Context().Value(callKey{}).(*call); ok {
 		c.response(resp)
 	}
@@ -242,7 +279,7 @@ func (p *proxy) modifyResponse(resp *http.Response) error {
 
 // errorHandler answers when the upstream could not be reached (or did not
 // answer in time), in the error shape OpenAI and Anthropic clients parse.
-func (p *proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
+func (p *Proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
 	c, _ := r.Context().Value(callKey{}).(*call)
 	if p.stopped() {
 		// Shutdown ended the request before the upstream answered.

@@ -1,4 +1,4 @@
-package ssecapture
+package ingest
 
 import (
 	"bytes"
@@ -18,13 +18,13 @@ const limitStart = `"start_time_unix_nano": 1790000000000000000`
 // TestDecodeNewLimits: attributes, value lengths, duplicates and reserved
 // names, each rejected with the record and field at fault.
 func TestDecodeNewLimits(t *testing.T) {
-	long := strings.Repeat("x", defaultIngestMaxValueLength+1)
+	long := strings.Repeat("x", defaultMaxValueLength+1)
 	var many strings.Builder
-	for i := range defaultMaxAttributesPerRecord + 1 {
+	for i := range defaultMaxAttrs + 1 {
 		fmt.Fprintf(&many, `"k%d":%d,`, i, i)
 	}
 	manyAttrs := strings.TrimSuffix(many.String(), ",")
-	longArray := "[" + strings.TrimSuffix(strings.Repeat("1,", defaultIngestMaxValueLength+1), ",") + "]"
+	longArray := "[" + strings.TrimSuffix(strings.Repeat("1,", defaultMaxValueLength+1), ",") + "]"
 	tests := []struct {
 		name   string
 		body   string
@@ -68,14 +68,14 @@ func TestDecodeNewLimits(t *testing.T) {
 	// Names a client legitimately sets stay accepted, and exactly the
 	// limits pass.
 	var atLimit strings.Builder
-	for i := range defaultMaxAttributesPerRecord - 1 {
+	for i := range defaultMaxAttrs - 1 {
 		fmt.Fprintf(&atLimit, `"k%d":%d,`, i, i)
 	}
 	body := `{"name":"a",` + limitStart + `,"attributes":{` + atLimit.String() + `"llm.hedge.attempt":2}}`
 	td, n, err := testDecoder(3, 5).decodeBytes([]byte(body))
 	require.Nil(t, err)
 	assert.Equal(t, 1, n)
-	assert.Equal(t, defaultMaxAttributesPerRecord, td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).Attributes().Len())
+	assert.Equal(t, defaultMaxAttrs, td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).Attributes().Len())
 }
 
 // countingReader counts the bytes the decoder pulled from the body.
@@ -124,7 +124,7 @@ func TestDecodeStopsEarly(t *testing.T) {
 		{"a million attributes", attrs.Bytes(), http.StatusRequestEntityTooLarge, "more than 128 attributes", false},
 		{"chunk offsets past max_chunks_per_record", offsets, http.StatusRequestEntityTooLarge, "more than 100000 chunk times", true},
 	}
-	d := testDecoder(defaultMaxRecords, defaultMaxChunksPerRecord)
+	d := testDecoder(defaultMaxRecords, defaultMaxChunks)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			require.LessOrEqual(t, len(tt.body), 16<<20)
@@ -144,8 +144,8 @@ func TestDecodeStopsEarly(t *testing.T) {
 // TestDecodeMemoryBudget: records within every per-record limit but whose
 // spans would take more than budgetFactor x max_request_body are refused.
 func TestDecodeMemoryBudget(t *testing.T) {
-	d := testDecoder(defaultMaxRecords, defaultMaxChunksPerRecord)
-	d.limits.maxBody = 1 << 20 // budget 8 MiB: about 87,000 chunk events
+	d := testDecoder(defaultMaxRecords, defaultMaxChunks)
+	d.limits.MaxBody = 1 << 20 // budget 8 MiB: about 87,000 chunk events
 	rec := append([]byte(`{"name":"a",`+limitStart+`,"chunk_offsets_ms":`), zeroArray(50000)...)
 	rec = append(rec, "}\n"...)
 	td, _, err := d.decodeBytes(bytes.Repeat(rec, 3))

@@ -1,9 +1,10 @@
-package ssecapture
+package ingest
 
 import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -35,10 +36,6 @@ const (
 	fieldChunkTimes   = "chunk_times_unix_nano"
 	fieldChunkOffsets = "chunk_offsets_ms"
 )
-
-// reservedPrefix names the figure attributes: only the stall processor
-// writes them, from chunk evidence, so a record may not set them.
-const reservedPrefix = "llm.stream."
 
 // Estimated bytes a decoded record holds as pdata, for the per-request
 // memory budget (measured with BenchmarkDecodeShapes; rounded up).
@@ -74,19 +71,21 @@ func (e *ingestError) Error() string {
 	return fmt.Sprintf("record %d: %s: %s", e.Record, e.Field, e.Message)
 }
 
-type ingestLimits struct {
-	maxRecords  int
-	maxChunks   int
-	maxAttrs    int
-	maxValueLen int
-	// maxBody is max_request_body: it sets the memory budget.
-	maxBody int64
+// Limits bound what one request may carry (docs/security.md).
+type Limits struct {
+	// MaxBody bounds a request body in bytes; it also sets the memory
+	// budget of the spans decoded from it.
+	MaxBody     int64
+	MaxRecords  int
+	MaxChunks   int // chunk times of one record
+	MaxAttrs    int // attributes of one record
+	MaxValueLen int // bytes of a string (and the name), elements of an array
 }
 
 // recordDecoder turns a request body of JSON records into spans, all or
 // nothing, one record at a time as the body is read.
 type recordDecoder struct {
-	limits ingestLimits
+	limits Limits
 	// newID returns random bits for the ids a record leaves out.
 	newID func() uint64
 }
@@ -134,7 +133,7 @@ func (d *recordDecoder) decode(ctx context.Context, body io.Reader) (ptrace.Trac
 		dec:           json.NewDecoder(bufio.NewReaderSize(src, 32<<10)),
 		td:            ptrace.NewTraces(),
 		byService:     map[string]ptrace.SpanSlice{},
-		budget:        budgetFactor * max(d.limits.maxBody, 1<<20),
+		budget:        budgetFactor * max(d.limits.MaxBody, 1<<20),
 	}
 	b.dec.UseNumber()
 	n, err := b.body()
@@ -193,8 +192,8 @@ func tooManyRecords(limit int) *ingestError {
 // record decodes the record that open begins (its first token, already
 // read), then validates it and appends its span.
 func (b *bodyDecoder) record(open json.Token) *ingestError {
-	if b.index == b.limits.maxRecords {
-		return tooManyRecords(b.limits.maxRecords)
+	if b.index == b.limits.MaxRecords {
+		return tooManyRecords(b.limits.MaxRecords)
 	}
 	if err := b.ctx.Err(); err != nil {
 		return b.gone(err)
@@ -232,7 +231,7 @@ func (b *bodyDecoder) gone(err error) *ingestError {
 func (b *bodyDecoder) fail(err error, field string) *ingestError {
 	if b.src.err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](b.src.err); ok {
-			return &ingestError{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("request body exceeds %d bytes", b.limits.maxBody), Record: -1}
+			return &ingestError{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("request body exceeds %d bytes", b.limits.MaxBody), Record: -1}
 		}
 		if cerr := b.ctx.Err(); cerr != nil {
 			return b.gone(cerr)
@@ -348,8 +347,8 @@ func (b *bodyDecoder) parse() *ingestError {
 			if !ok || s == "" {
 				return b.bad(fieldName, "required: a non-empty string such as \"chat gpt-4o\"")
 			}
-			if len(s) > b.limits.maxValueLen {
-				return b.tooLarge(fieldName, "longer than %d bytes", b.limits.maxValueLen)
+			if len(s) > b.limits.MaxValueLen {
+				return b.tooLarge(fieldName, "longer than %d bytes", b.limits.MaxValueLen)
 			}
 			r.name = s
 		case fieldAttributes:
@@ -374,9 +373,9 @@ func (b *bodyDecoder) chunks(field string) *ingestError {
 		parse = parseMillisRaw
 	}
 	r := &b.rec
-	out, perr := numberArray(raw, b.limits.maxChunks, r.times[:0], parse)
+	out, perr := numberArray(raw, b.limits.MaxChunks, r.times[:0], parse)
 	if errors.Is(perr, errTooManyChunks) {
-		return b.tooLarge(field, "more than %d chunk times", b.limits.maxChunks)
+		return b.tooLarge(field, "more than %d chunk times", b.limits.MaxChunks)
 	}
 	if perr != nil {
 		return b.bad(field, "%v", perr)
@@ -417,11 +416,11 @@ func (b *bodyDecoder) attributes(open json.Token) *ingestError {
 			return nil
 		}
 		key, _ := t.(string)
-		if len(r.attrs) == b.limits.maxAttrs {
-			return b.tooLarge(fieldAttributes, "more than %d attributes", b.limits.maxAttrs)
+		if len(r.attrs) == b.limits.MaxAttrs {
+			return b.tooLarge(fieldAttributes, "more than %d attributes", b.limits.MaxAttrs)
 		}
-		if len(key) > b.limits.maxValueLen {
-			return b.tooLarge(fieldAttributes, "an attribute key longer than %d bytes", b.limits.maxValueLen)
+		if len(key) > b.limits.MaxValueLen {
+			return b.tooLarge(fieldAttributes, "an attribute key longer than %d bytes", b.limits.MaxValueLen)
 		}
 		if err := b.attribute(key); err != nil {
 			// The field is named here, not for every attribute read.
@@ -471,8 +470,8 @@ func (b *bodyDecoder) value(field string, raw []byte) (any, *ingestError) {
 	hasDouble := false
 	var elem json.RawMessage
 	for sub.More() {
-		if len(elems) == b.limits.maxValueLen {
-			return nil, b.tooLarge(field, "array of more than %d elements", b.limits.maxValueLen)
+		if len(elems) == b.limits.MaxValueLen {
+			return nil, b.tooLarge(field, "array of more than %d elements", b.limits.MaxValueLen)
 		}
 		elem = elem[:0]
 		if err := sub.Decode(&elem); err != nil {
@@ -512,8 +511,8 @@ func (b *bodyDecoder) scalar(field string, raw []byte) (any, *ingestError) {
 	switch raw[0] {
 	case '"':
 		s := unquote(raw)
-		if len(s) > b.limits.maxValueLen {
-			return nil, b.tooLarge(field, "string longer than %d bytes", b.limits.maxValueLen)
+		if len(s) > b.limits.MaxValueLen {
+			return nil, b.tooLarge(field, "string longer than %d bytes", b.limits.MaxValueLen)
 		}
 		return s, b.spend(field, len(s))
 	case 't':
@@ -581,15 +580,15 @@ func (b *bodyDecoder) validate() (validRecord, *ingestError) {
 		return v, b.bad(fieldTraceID, "%v", err)
 	} else if !ok {
 		for v.traceID == (pcommon.TraceID{}) {
-			putUint64(v.traceID[:8], b.newID())
-			putUint64(v.traceID[8:], b.newID())
+			binary.BigEndian.PutUint64(v.traceID[:8], b.newID())
+			binary.BigEndian.PutUint64(v.traceID[8:], b.newID())
 		}
 	}
 	if ok, err := hexID(r.spanID, v.spanID[:]); err != nil {
 		return v, b.bad(fieldSpanID, "%v", err)
 	} else if !ok {
 		for v.spanID == (pcommon.SpanID{}) {
-			putUint64(v.spanID[:], b.newID())
+			binary.BigEndian.PutUint64(v.spanID[:], b.newID())
 		}
 	}
 	if _, err := hexID(r.parent, v.parent[:]); err != nil {
@@ -634,7 +633,7 @@ func (b *bodyDecoder) validate() (validRecord, *ingestError) {
 		if k == "" {
 			return v, b.bad(fieldAttributes+".", "attribute keys must not be empty")
 		}
-		if strings.HasPrefix(k, reservedPrefix) {
+		if strings.HasPrefix(k, semconv.StreamNamespace) {
 			return v, b.bad(fieldAttributes+"."+k, "reserved: llm.stream.* figures are derived from the chunk times by the stall processor, never taken from a record")
 		}
 	}

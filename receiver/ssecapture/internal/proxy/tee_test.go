@@ -1,4 +1,4 @@
-package ssecapture
+package proxy
 
 import (
 	"fmt"
@@ -58,7 +58,7 @@ func newScriptedTee(reads []scriptedRead) (*sseTee, *scriptedBody, string) {
 		want.WriteString(r.data)
 	}
 	clock := clockwork.NewFakeClockAt(scriptStart)
-	c := &call{p: &proxy{clock: clock, cfg: &ProxyConfig{}}, shape: llmstream.ShapeChatCompletions}
+	c := &call{d: &callDeps{clock: clock}, shape: llmstream.ShapeChatCompletions}
 	body := &scriptedBody{clock: clock, reads: reads}
 	tee := &sseTee{rc: body, c: c}
 	tee.parser.Handler = tee.onEvent

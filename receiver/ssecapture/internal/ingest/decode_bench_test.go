@@ -1,4 +1,4 @@
-package ssecapture
+package ingest
 
 import (
 	"bytes"
@@ -75,8 +75,8 @@ func BenchmarkDecodeShapes(b *testing.B) {
 	for _, s := range benchShapes() {
 		b.Run(s.name, func(b *testing.B) {
 			d := testDecoder(1<<20, 1<<20)
-			d.limits.maxAttrs = 1 << 20
-			d.limits.maxBody = 16 << 20
+			d.limits.MaxAttrs = 1 << 20
+			d.limits.MaxBody = 16 << 20
 			b.ReportAllocs()
 			b.SetBytes(int64(len(s.body)))
 			var before, after runtime.MemStats

@@ -1,17 +1,17 @@
-package ssecapture
+package proxy
 
 import (
-	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"mime"
 	"net/http"
 	"strconv"
 	"strings"
 
+	"github.com/jonboulle/clockwork"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/otel/baggage"
@@ -21,7 +21,6 @@ import (
 
 	"github.com/streamstall/streamstall/internal/llmstream"
 	"github.com/streamstall/streamstall/internal/semconv"
-	"github.com/streamstall/streamstall/internal/sse"
 	"github.com/streamstall/streamstall/internal/truncate"
 	"github.com/streamstall/streamstall/receiver/ssecapture/internal/metadata"
 )
@@ -43,13 +42,13 @@ const (
 	errTypeShutdown = "shutdown"
 )
 
-// maxHedgeAttributes bounds the llm.hedge.* baggage entries recorded per
+// MaxHedgeAttributes bounds the llm.hedge.* baggage entries recorded per
 // span (the hedging client sets six); more are ignored.
-const maxHedgeAttributes = 16
+const MaxHedgeAttributes = 16
 
-// maxFinishReasons bounds the finish reasons recorded per span: one per
+// MaxFinishReasons bounds the finish reasons recorded per span: one per
 // choice, and providers cap choices at 128.
-const maxFinishReasons = 128
+const MaxFinishReasons = 128
 
 // maxResponseCapture bounds the bytes of a non-streaming response kept to
 // read its usage and ids; beyond it the metadata is skipped, never the bytes.
@@ -60,11 +59,28 @@ type frameEvent struct {
 	kind string
 }
 
+// callDeps is what a call needs beyond its request: how its span is
+// shaped and where it goes. The proxy builds one, shared by every call.
+type callDeps struct {
+	clock         clockwork.Clock
+	logger        *zap.Logger
+	maxValueLen   int
+	keepalives    bool   // record non-content frames
+	provider      string // configured; empty infers it from the shape
+	service       string // service.name of every span's resource
+	serverAddress string
+	serverPort    int64
+	// stopping is done once the streams in flight are to be ended.
+	stopping  context.Context
+	telemetry *metadata.TelemetryBuilder
+	emit      func(ptrace.Traces)
+}
+
 // call is one proxied LLM call on its way to becoming a span. All its
 // methods run on the handler's goroutine (ReverseProxy reads and closes the
 // upstream body there), so it needs no lock.
 type call struct {
-	p      *proxy
+	d      *callDeps
 	ctx    context.Context // the inbound request's: done when the client leaves
 	shape  llmstream.Shape
 	start  int64
@@ -86,8 +102,8 @@ type call struct {
 	oversized int64 // SSE events skipped for their size
 }
 
-func newCall(p *proxy, r *http.Request, shape llmstream.Shape, body []byte) *call {
-	c := &call{p: p, ctx: r.Context(), shape: shape, start: p.clock.Now().UnixNano(), hedge: pcommon.NewMap()}
+func newCall(d *callDeps, r *http.Request, shape llmstream.Shape, body []byte) *call {
+	c := &call{d: d, ctx: r.Context(), shape: shape, start: d.clock.Now().UnixNano(), hedge: pcommon.NewMap()}
 	if req, err := llmstream.ParseRequest(body); err == nil {
 		c.req = req
 		c.req.Model = c.capValue(req.Model)
@@ -109,23 +125,17 @@ func newCall(p *proxy, r *http.Request, shape llmstream.Shape, body []byte) *cal
 
 func newSpanID() (id trace.SpanID) {
 	for id == (trace.SpanID{}) {
-		putUint64(id[:], rand.Uint64())
+		binary.BigEndian.PutUint64(id[:], rand.Uint64())
 	}
 	return id
 }
 
 func newTraceID() (id trace.TraceID) {
 	for id == (trace.TraceID{}) {
-		putUint64(id[:8], rand.Uint64())
-		putUint64(id[8:], rand.Uint64())
+		binary.BigEndian.PutUint64(id[:8], rand.Uint64())
+		binary.BigEndian.PutUint64(id[8:], rand.Uint64())
 	}
 	return id
-}
-
-func putUint64(b []byte, v uint64) {
-	for i := range 8 {
-		b[i] = byte(v >> (56 - 8*i))
-	}
 }
 
 // readHedgeBaggage turns llm.hedge.* baggage entries into typed attributes.
@@ -134,23 +144,23 @@ func (c *call) readHedgeBaggage(headers []string) {
 	for _, h := range headers {
 		bag, err := baggage.Parse(h)
 		if err != nil {
-			c.p.logger.Debug("ignoring malformed baggage", zap.Error(err))
+			c.d.logger.Debug("ignoring malformed baggage", zap.Error(err))
 			continue
 		}
 		for _, m := range bag.Members() {
 			key, value := m.Key(), c.capValue(m.Value())
-			if !strings.HasPrefix(key, "llm.hedge.") || len(key) > c.p.cfg.MaxAttributeValueLength {
+			if !strings.HasPrefix(key, "llm.hedge.") || len(key) > c.d.maxValueLen {
 				continue
 			}
-			if _, seen := c.hedge.Get(key); !seen && c.hedge.Len() >= maxHedgeAttributes {
-				c.p.logger.Debug("ignoring hedge baggage past the limit", zap.Int("limit", maxHedgeAttributes))
+			if _, seen := c.hedge.Get(key); !seen && c.hedge.Len() >= MaxHedgeAttributes {
+				c.d.logger.Debug("ignoring hedge baggage past the limit", zap.Int("limit", MaxHedgeAttributes))
 				continue
 			}
 			switch key {
 			case semconv.AttrHedgeAttempt:
 				n, err := strconv.ParseInt(value, 10, 64)
 				if err != nil {
-					c.p.logger.Debug("ignoring a non-integer hedge attempt", zap.String("value", value))
+					c.d.logger.Debug("ignoring a non-integer hedge attempt", zap.String("value", value))
 					continue
 				}
 				c.hedge.PutInt(key, n)
@@ -201,7 +211,7 @@ func (c *call) cancelled() { c.errType = errTypeCancelled }
 // capValue bounds a string taken from a request or response before it
 // becomes an attribute or part of the span name.
 func (c *call) capValue(s string) string {
-	return truncate.UTF8(s, c.p.cfg.MaxAttributeValueLength)
+	return truncate.UTF8(s, c.d.maxValueLen)
 }
 
 // merge adds what a frame or a response body says about the response,
@@ -213,9 +223,9 @@ func (c *call) merge(m *llmstream.Meta) {
 	c.meta.ResponseModel = c.capValue(c.meta.ResponseModel)
 	c.meta.ErrorType = c.capValue(c.meta.ErrorType)
 	c.meta.ErrorMessage = "" // never recorded: it may echo the request
-	if len(c.meta.FinishReasons) > maxFinishReasons {
-		clear(c.meta.FinishReasons[maxFinishReasons:])
-		c.meta.FinishReasons = c.meta.FinishReasons[:maxFinishReasons]
+	if len(c.meta.FinishReasons) > MaxFinishReasons {
+		clear(c.meta.FinishReasons[MaxFinishReasons:])
+		c.meta.FinishReasons = c.meta.FinishReasons[:MaxFinishReasons]
 	}
 	for i := reasons; i < len(c.meta.FinishReasons); i++ {
 		c.meta.FinishReasons[i] = c.capValue(c.meta.FinishReasons[i])
@@ -236,126 +246,9 @@ func (c *call) onFrame(f *llmstream.Frame, at int64) {
 			c.errType = c.capValue(f.Meta.ErrorType)
 		}
 	}
-	if c.p.cfg.RecordKeepalives {
+	if c.d.keepalives {
 		c.frames = append(c.frames, frameEvent{at: at, kind: f.Kind.String()})
 	}
-}
-
-// sseTee passes an SSE body through untouched and classifies its frames
-// later, in batches: a read's bytes are copied aside with the time they
-// arrived, and parsed once some reads have gathered (or the body closes),
-// when ReverseProxy comes back for more after writing and flushing what it
-// has. Parsing thus adds no latency to the bytes it parses, and runs over
-// many frames at once: between two chunks the kernel and the other streams
-// push the parser's code and data out of the CPU caches, and parsing each
-// frame on its own cost several times what parsing them in a row does
-// (the BenchmarkChunkLatency CPU profile had Feed and Classify at about 6 µs
-// a frame, against about 1 in their microbenchmarks). Frames are stamped
-// with the time the read that completed them arrived.
-type sseTee struct {
-	rc     io.ReadCloser
-	c      *call
-	parser sse.Parser
-	batch  []byte     // the bytes of the reads not parsed yet, back to back
-	reads  []readMark // where each of those reads ends in batch, and when it arrived
-	at     int64      // arrival of the read being parsed
-}
-
-type readMark struct {
-	end int
-	at  int64
-}
-
-// A batch is parsed once it holds this many reads or bytes: enough frames
-// to keep the caches warm, few enough to keep a stream's buffer small and
-// the pause between two reads short (tens of µs).
-const (
-	parseBatchReads = 32
-	parseBatchBytes = 8 << 10
-)
-
-func (b *sseTee) Read(p []byte) (int, error) {
-	if len(b.reads) >= parseBatchReads || len(b.batch) >= parseBatchBytes {
-		b.parseBatch()
-	}
-	n, err := b.rc.Read(p)
-	if n > 0 {
-		b.batch = append(b.batch, p[:n]...)
-		b.reads = append(b.reads, readMark{end: len(b.batch), at: b.c.p.clock.Now().UnixNano()})
-	}
-	switch {
-	case err == io.EOF:
-		b.c.eof = true
-	case err != nil:
-		b.c.readErr = err
-	}
-	return n, err
-}
-
-func (b *sseTee) Close() error {
-	b.parseBatch()
-	return b.rc.Close()
-}
-
-// parseBatch parses the reads gathered so far. An event over the parser's
-// size limit is skipped (and counted): the bytes still flow to the client,
-// and the frames after it are parsed as usual.
-func (b *sseTee) parseBatch() {
-	start := 0
-	for _, r := range b.reads {
-		b.at = r.at
-		b.parser.Feed(b.batch[start:r.end])
-		start = r.end
-	}
-	b.batch, b.reads = b.batch[:0], b.reads[:0]
-	b.c.oversized = b.parser.Oversized()
-}
-
-func (b *sseTee) onEvent(ev *sse.Event) {
-	f, err := llmstream.Classify(b.c.shape, ev)
-	if err != nil {
-		b.c.parseErr = err
-	}
-	b.c.onFrame(&f, b.at)
-}
-
-// jsonTee keeps (a bounded prefix of) a non-streaming response body to read
-// its metadata once it is complete.
-type jsonTee struct {
-	rc   io.ReadCloser
-	c    *call
-	buf  bytes.Buffer
-	over bool
-}
-
-func (b *jsonTee) Read(p []byte) (int, error) {
-	n, err := b.rc.Read(p)
-	if n > 0 && !b.over {
-		if b.buf.Len()+n > maxResponseCapture {
-			b.over = true
-			b.buf = bytes.Buffer{}
-		} else {
-			b.buf.Write(p[:n])
-		}
-	}
-	switch {
-	case err == io.EOF:
-		b.c.eof = true
-		b.c.terminal = true
-	case err != nil:
-		b.c.readErr = err
-	}
-	return n, err
-}
-
-func (b *jsonTee) Close() error {
-	if b.c.eof && !b.over && b.buf.Len() > 0 {
-		if m, err := llmstream.ParseResponse(b.c.shape, b.buf.Bytes()); err == nil {
-			b.c.merge(&m)
-		}
-	}
-	b.buf = bytes.Buffer{}
-	return b.rc.Close()
 }
 
 // outcome settles error.type: a complete response is fine, one the client
@@ -374,7 +267,7 @@ func (c *call) outcome() string {
 	switch {
 	case complete:
 		return ""
-	case c.p.stopped():
+	case c.d.stopping.Err() != nil:
 		return errTypeShutdown
 	case c.ctx.Err() != nil, errors.Is(c.readErr, context.Canceled), c.readErr == nil && !c.eof:
 		// Without a read error or an end of body, the copy stopped on the
@@ -386,22 +279,22 @@ func (c *call) outcome() string {
 
 // finish turns the call into a span and queues it.
 func (c *call) finish() {
-	end := c.p.clock.Now().UnixNano()
+	end := c.d.clock.Now().UnixNano()
 	td := ptrace.NewTraces()
 	rs := td.ResourceSpans().AppendEmpty()
-	rs.Resource().Attributes().PutStr(semconv.AttrServiceName, c.p.service)
+	rs.Resource().Attributes().PutStr(semconv.AttrServiceName, c.d.service)
 	ss := rs.ScopeSpans().AppendEmpty()
 	ss.Scope().SetName(metadata.ScopeName)
 	span := ss.Spans().AppendEmpty()
 	c.fillSpan(span, end)
 	if c.parseErr != nil {
-		c.p.logger.Debug("stream frames not understood", zap.Error(c.parseErr))
+		c.d.logger.Debug("stream frames not understood", zap.Error(c.parseErr))
 	}
-	c.p.telemetry.ReceiverSseCaptureStreamsCaptured.Add(context.Background(), 1)
+	c.d.telemetry.ReceiverSseCaptureStreamsCaptured.Add(context.Background(), 1)
 	if len(c.chunks) > 0 {
-		c.p.telemetry.ReceiverSseCaptureChunksCaptured.Add(context.Background(), int64(len(c.chunks)))
+		c.d.telemetry.ReceiverSseCaptureChunksCaptured.Add(context.Background(), int64(len(c.chunks)))
 	}
-	c.p.queue.push(td)
+	c.d.emit(td)
 }
 
 func (c *call) fillSpan(span ptrace.Span, end int64) {
@@ -421,7 +314,7 @@ func (c *call) fillSpan(span ptrace.Span, end int64) {
 	attrs := span.Attributes()
 	attrs.EnsureCapacity(16 + c.hedge.Len())
 	attrs.PutStr(semconv.AttrOperationName, op)
-	provider := c.p.cfg.Provider
+	provider := c.d.provider
 	if provider == "" {
 		provider = c.shape.Provider()
 	}
@@ -448,8 +341,8 @@ func (c *call) fillSpan(span ptrace.Span, end int64) {
 	if c.meta.HasOutputTokens {
 		attrs.PutInt(semconv.AttrUsageOutputTokens, c.meta.OutputTokens)
 	}
-	attrs.PutStr(semconv.AttrServerAddress, c.p.serverAddress)
-	attrs.PutInt(semconv.AttrServerPort, c.p.serverPort)
+	attrs.PutStr(semconv.AttrServerAddress, c.d.serverAddress)
+	attrs.PutInt(semconv.AttrServerPort, c.d.serverPort)
 	if c.status != 0 {
 		attrs.PutInt(semconv.AttrHTTPStatusCode, int64(c.status))
 	}

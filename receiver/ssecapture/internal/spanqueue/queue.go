@@ -1,4 +1,7 @@
-package ssecapture
+// Package spanqueue hands the proxy's spans to the next consumer from one
+// background goroutine, so that a slow, blocking or failing pipeline never
+// slows a user's stream.
+package spanqueue // import "github.com/streamstall/streamstall/receiver/ssecapture/internal/spanqueue"
 
 import (
 	"context"
@@ -27,10 +30,10 @@ var (
 	errShutdown  = errors.New("receiver is shutting down")
 )
 
-// spanQueue hands proxy spans to the next consumer from one background
-// goroutine, so that a slow, blocking or failing pipeline never slows a
-// user's stream: push never blocks, and what cannot be delivered is counted.
-type spanQueue struct {
+// Queue hands spans to the next consumer from one background goroutine:
+// Push never blocks, and what cannot be delivered is counted.
+type Queue struct {
+	format    string // the format reported through obsrecv
 	next      consumer.Traces
 	obsrecv   *receiverhelper.ObsReport
 	telemetry *metadata.TelemetryBuilder
@@ -45,10 +48,12 @@ type spanQueue struct {
 	closed bool
 }
 
-func newSpanQueue(size int, next consumer.Traces, obsrecv *receiverhelper.ObsReport, tb *metadata.TelemetryBuilder) *spanQueue {
+// New starts a queue of size spans in front of next; its drainer runs until
+// Shutdown. format is what obsrecv reports the spans as.
+func New(size int, format string, next consumer.Traces, obsrecv *receiverhelper.ObsReport, tb *metadata.TelemetryBuilder) *Queue {
 	ctx, cancel := context.WithCancel(context.Background())
-	q := &spanQueue{
-		next: next, obsrecv: obsrecv, telemetry: tb,
+	q := &Queue{
+		format: format, next: next, obsrecv: obsrecv, telemetry: tb,
 		items: make(chan ptrace.Traces, size), ctx: ctx, cancel: cancel,
 		closing: make(chan struct{}), done: make(chan struct{}),
 	}
@@ -56,8 +61,8 @@ func newSpanQueue(size int, next consumer.Traces, obsrecv *receiverhelper.ObsRep
 	return q
 }
 
-// push enqueues td without ever blocking.
-func (q *spanQueue) push(td ptrace.Traces) {
+// Push enqueues td without ever blocking.
+func (q *Queue) Push(td ptrace.Traces) {
 	q.mu.RLock()
 	defer q.mu.RUnlock()
 	if q.closed {
@@ -71,7 +76,7 @@ func (q *spanQueue) push(td ptrace.Traces) {
 	}
 }
 
-func (q *spanQueue) drain() {
+func (q *Queue) drain() {
 	defer close(q.done)
 	for {
 		select {
@@ -96,10 +101,10 @@ func (q *spanQueue) drain() {
 	}
 }
 
-func (q *spanQueue) consume(td ptrace.Traces) {
+func (q *Queue) consume(td ptrace.Traces) {
 	ctx := q.obsrecv.StartTracesOp(q.ctx)
 	err := q.next.ConsumeTraces(ctx, td)
-	q.obsrecv.EndTracesOp(ctx, formatProxy, td.SpanCount(), err)
+	q.obsrecv.EndTracesOp(ctx, q.format, td.SpanCount(), err)
 	if err != nil {
 		q.telemetry.ReceiverSseCaptureSpansDropped.Add(q.ctx, int64(td.SpanCount()),
 			metric.WithAttributes(attribute.String("reason", dropConsumerError)))
@@ -108,16 +113,16 @@ func (q *spanQueue) consume(td ptrace.Traces) {
 
 // drop counts spans that never reached the next consumer, in component
 // telemetry and as refused in the receiver's standard ObsReport metrics.
-func (q *spanQueue) drop(td ptrace.Traces, reason string, err error) {
+func (q *Queue) drop(td ptrace.Traces, reason string, err error) {
 	ctx := q.obsrecv.StartTracesOp(context.Background())
-	q.obsrecv.EndTracesOp(ctx, formatProxy, td.SpanCount(), err)
+	q.obsrecv.EndTracesOp(ctx, q.format, td.SpanCount(), err)
 	q.telemetry.ReceiverSseCaptureSpansDropped.Add(ctx, int64(td.SpanCount()),
 		metric.WithAttributes(attribute.String("reason", reason)))
 }
 
-// shutdown stops accepting spans, delivers the queued ones until ctx is done,
+// Shutdown stops accepting spans, delivers the queued ones until ctx is done,
 // then cancels the drainer's context and waits for it.
-func (q *spanQueue) shutdown(ctx context.Context) error {
+func (q *Queue) Shutdown(ctx context.Context) error {
 	q.mu.Lock()
 	if !q.closed {
 		q.closed = true

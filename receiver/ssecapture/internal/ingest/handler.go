@@ -1,4 +1,6 @@
-package ssecapture
+// Package ingest is the sse_capture receiver's ingest endpoint: JSON stream
+// records, with the chunk times a client measured, become spans.
+package ingest // import "github.com/streamstall/streamstall/receiver/ssecapture/internal/ingest"
 
 import (
 	"context"
@@ -12,12 +14,16 @@ import (
 	"go.opentelemetry.io/collector/receiver/receiverhelper"
 )
 
-const ingestPath = "/v1/streams"
+// Path is where records are posted.
+const Path = "/v1/streams"
 
-// ingestHandler serves POST /v1/streams: JSON stream records become spans,
+// format is what obsreport reports the records as.
+const format = "json"
+
+// Handler serves POST /v1/streams: JSON stream records become spans,
 // handed to the next consumer synchronously so that the client learns
 // whether they were taken.
-type ingestHandler struct {
+type Handler struct {
 	maxBody int64
 	decoder recordDecoder
 	next    consumer.Traces
@@ -27,20 +33,16 @@ type ingestHandler struct {
 	stop     context.CancelFunc
 }
 
-func newIngestHandler(cfg *IngestConfig, next consumer.Traces, obsrecv *receiverhelper.ObsReport) *ingestHandler {
+// Stop ends the decoding of the requests in flight; they get 503.
+func (h *Handler) Stop() { h.stop() }
+
+// NewHandler returns a handler that hands the records it accepts to next;
+// Stop ends the decoding of requests in flight.
+func NewHandler(limits Limits, next consumer.Traces, obsrecv *receiverhelper.ObsReport) *Handler {
 	stopping, stop := context.WithCancel(context.Background())
-	return &ingestHandler{
-		maxBody: cfg.MaxRequestBody,
-		decoder: recordDecoder{
-			limits: ingestLimits{
-				maxRecords:  cfg.MaxRecords,
-				maxChunks:   cfg.MaxChunksPerRecord,
-				maxAttrs:    cfg.MaxAttributesPerRecord,
-				maxValueLen: cfg.MaxAttributeValueLength,
-				maxBody:     cfg.MaxRequestBody,
-			},
-			newID: rand.Uint64,
-		},
+	return &Handler{
+		maxBody:  limits.MaxBody,
+		decoder:  recordDecoder{limits: limits, newID: rand.Uint64},
 		next:     next,
 		obsrecv:  obsrecv,
 		stopping: stopping,
@@ -53,9 +55,9 @@ func newIngestHandler(cfg *IngestConfig, next consumer.Traces, obsrecv *receiver
 // origin without a CORS preflight, and such a request must not be taken.
 var ingestMediaTypes = map[string]bool{"application/json": true, "application/x-ndjson": true}
 
-func (h *ingestHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != ingestPath {
-		writeIngestError(w, &ingestError{Status: http.StatusNotFound, Message: "not found: records are posted to " + ingestPath, Record: -1})
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != Path {
+		writeIngestError(w, &ingestError{Status: http.StatusNotFound, Message: "not found: records are posted to " + Path, Record: -1})
 		return
 	}
 	if r.Method != http.MethodPost {
@@ -88,7 +90,7 @@ func (h *ingestHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	octx := h.obsrecv.StartTracesOp(r.Context())
 	err := h.next.ConsumeTraces(octx, td)
-	h.obsrecv.EndTracesOp(octx, formatIngest, td.SpanCount(), err)
+	h.obsrecv.EndTracesOp(octx, format, td.SpanCount(), err)
 	if err != nil {
 		if consumererror.IsPermanent(err) {
 			writeIngestError(w, &ingestError{Status: http.StatusBadRequest, Message: "the pipeline rejected the records: " + err.Error(), Record: -1})
@@ -122,9 +124,9 @@ func writeIngestError(w http.ResponseWriter, e *ingestError) {
 	_ = json.NewEncoder(w).Encode(body)
 }
 
-// ingestServerError answers, in JSON, the errors confighttp raises before
-// the handler runs: an unsupported or corrupt Content-Encoding, a failed
+// ServerError answers, in JSON, the errors confighttp raises before the
+// handler runs: an unsupported or corrupt Content-Encoding, a failed
 // authentication.
-func ingestServerError(w http.ResponseWriter, _ *http.Request, msg string, status int) {
+func ServerError(w http.ResponseWriter, _ *http.Request, msg string, status int) {
 	writeIngestError(w, &ingestError{Status: status, Message: msg, Record: -1})
 }
