@@ -88,9 +88,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeIngestError(w, ierr)
 		return
 	}
+	// Counted before it is handed on: from then on td is the next
+	// consumer's, which may move its spans out or read it elsewhere.
+	spans := td.SpanCount()
 	octx := h.obsrecv.StartTracesOp(r.Context())
 	err := h.next.ConsumeTraces(octx, td)
-	h.obsrecv.EndTracesOp(octx, format, td.SpanCount(), err)
+	h.obsrecv.EndTracesOp(octx, format, spans, err)
 	if err != nil {
 		if consumererror.IsPermanent(err) {
 			writeIngestError(w, &ingestError{Status: http.StatusBadRequest, Message: "the pipeline rejected the records: " + err.Error(), Record: -1})

@@ -102,11 +102,15 @@ func (q *Queue) drain() {
 }
 
 func (q *Queue) consume(td ptrace.Traces) {
+	// Counted before it is handed on: from then on td is the next
+	// consumer's (batch moves its spans out; others keep it and read it
+	// from other goroutines).
+	n := td.SpanCount()
 	ctx := q.obsrecv.StartTracesOp(q.ctx)
 	err := q.next.ConsumeTraces(ctx, td)
-	q.obsrecv.EndTracesOp(ctx, q.format, td.SpanCount(), err)
+	q.obsrecv.EndTracesOp(ctx, q.format, n, err)
 	if err != nil {
-		q.telemetry.ReceiverSseCaptureSpansDropped.Add(q.ctx, int64(td.SpanCount()),
+		q.telemetry.ReceiverSseCaptureSpansDropped.Add(q.ctx, int64(n),
 			metric.WithAttributes(attribute.String("reason", dropConsumerError)))
 	}
 }
@@ -114,9 +118,10 @@ func (q *Queue) consume(td ptrace.Traces) {
 // drop counts spans that never reached the next consumer, in component
 // telemetry and as refused in the receiver's standard ObsReport metrics.
 func (q *Queue) drop(td ptrace.Traces, reason string, err error) {
+	n := td.SpanCount()
 	ctx := q.obsrecv.StartTracesOp(context.Background())
-	q.obsrecv.EndTracesOp(ctx, q.format, td.SpanCount(), err)
-	q.telemetry.ReceiverSseCaptureSpansDropped.Add(ctx, int64(td.SpanCount()),
+	q.obsrecv.EndTracesOp(ctx, q.format, n, err)
+	q.telemetry.ReceiverSseCaptureSpansDropped.Add(ctx, int64(n),
 		metric.WithAttributes(attribute.String("reason", reason)))
 }
 

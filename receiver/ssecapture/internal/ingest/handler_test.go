@@ -1,0 +1,129 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/receiver/receiverhelper"
+	"go.opentelemetry.io/collector/receiver/receivertest"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/streamstall/streamstall/receiver/ssecapture/internal/metadata"
+)
+
+// takingSink takes what it is given as its own, as batch and other
+// asynchronous consumers do: it moves the spans out at once, or in a
+// goroutine of its own after returning.
+type takingSink struct {
+	async bool
+	err   error
+
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	spans int
+}
+
+func (s *takingSink) Capabilities() consumer.Capabilities {
+	return consumer.Capabilities{MutatesData: true}
+}
+
+func (s *takingSink) ConsumeTraces(_ context.Context, td ptrace.Traces) error {
+	take := func() {
+		own := ptrace.NewTraces()
+		td.ResourceSpans().MoveAndAppendTo(own.ResourceSpans())
+		s.mu.Lock()
+		s.spans += own.SpanCount()
+		s.mu.Unlock()
+	}
+	if s.async {
+		s.wg.Go(take)
+	} else {
+		take()
+	}
+	return s.err
+}
+
+func (s *takingSink) taken() int {
+	s.wg.Wait()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.spans
+}
+
+func sumOf(t *testing.T, tel *componenttest.Telemetry, name string) int64 {
+	t.Helper()
+	m, err := tel.GetMetric(name)
+	if err != nil {
+		return 0
+	}
+	var total int64
+	for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+		total += dp.Value
+	}
+	return total
+}
+
+// testLimits are the receiver's defaults.
+var testLimits = Limits{
+	MaxBody: defaultMaxBody, MaxRecords: defaultMaxRecords, MaxChunks: defaultMaxChunks,
+	MaxAttrs: defaultMaxAttrs, MaxValueLen: defaultMaxValueLength,
+}
+
+// TestCountedBeforeHandedOn: the accepted and refused counters say how many
+// spans the pipeline got, whatever it does with them afterwards.
+func TestCountedBeforeHandedOn(t *testing.T) {
+	const records = 7
+	body := strings.Repeat(`{"name":"chat gpt-4o","start_time_unix_nano":1790000000000000000,"chunk_offsets_ms":[1,2]}`+"\n", records)
+	for _, tt := range []struct {
+		name   string
+		async  bool
+		err    error
+		status int
+	}{
+		{name: "moves the spans out", status: http.StatusOK},
+		{name: "works on them after returning", async: true, status: http.StatusOK},
+		{name: "moves them out and fails", err: errors.New("pipeline refused"), status: http.StatusServiceUnavailable},
+		{name: "works on them after returning and fails", async: true, err: errors.New("pipeline refused"), status: http.StatusServiceUnavailable},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tel := componenttest.NewTelemetry()
+			t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+			set := receivertest.NewNopSettings(metadata.Type)
+			set.TelemetrySettings = tel.NewTelemetrySettings()
+			obs, err := receiverhelper.NewObsReport(receiverhelper.ObsReportSettings{
+				ReceiverID: component.NewID(metadata.Type), Transport: "http", ReceiverCreateSettings: set,
+			})
+			require.NoError(t, err)
+			sink := &takingSink{async: tt.async, err: tt.err}
+			h := NewHandler(testLimits, sink, obs)
+			defer h.Stop()
+			rec := httptest.NewRecorder()
+			req := httptest.NewRequest(http.MethodPost, Path, strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/x-ndjson")
+			h.ServeHTTP(rec, req)
+			require.Equal(t, tt.status, rec.Code, rec.Body.String())
+
+			assert.Equal(t, records, sink.taken())
+			accepted := sumOf(t, tel, "otelcol_receiver_accepted_spans")
+			refused := sumOf(t, tel, "otelcol_receiver_refused_spans") + sumOf(t, tel, "otelcol_receiver_failed_spans")
+			if tt.err == nil {
+				assert.Equal(t, int64(records), accepted)
+				assert.Zero(t, refused)
+			} else {
+				assert.Zero(t, accepted)
+				assert.Equal(t, int64(records), refused)
+			}
+		})
+	}
+}

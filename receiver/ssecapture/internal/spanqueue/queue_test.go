@@ -1,0 +1,139 @@
+package spanqueue
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/receiver/receiverhelper"
+	"go.opentelemetry.io/collector/receiver/receivertest"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/streamstall/streamstall/receiver/ssecapture/internal/metadata"
+)
+
+// takingSink takes what it is given as its own, as batch and other
+// asynchronous consumers do: it moves the spans out at once (batch), or
+// works on the data in a goroutine of its own after returning. Either way,
+// whoever reads td after ConsumeTraces returns reads what is no longer
+// theirs: a wrong count, and a data race under -race.
+type takingSink struct {
+	async bool
+	err   error
+
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	spans int
+}
+
+func (s *takingSink) Capabilities() consumer.Capabilities {
+	return consumer.Capabilities{MutatesData: true}
+}
+
+func (s *takingSink) ConsumeTraces(_ context.Context, td ptrace.Traces) error {
+	take := func() {
+		own := ptrace.NewTraces()
+		td.ResourceSpans().MoveAndAppendTo(own.ResourceSpans())
+		s.mu.Lock()
+		s.spans += own.SpanCount()
+		s.mu.Unlock()
+	}
+	if s.async {
+		s.wg.Go(take)
+	} else {
+		take()
+	}
+	return s.err
+}
+
+func (s *takingSink) taken() int {
+	s.wg.Wait()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.spans
+}
+
+// tracesOf returns one resource with n spans.
+func tracesOf(n int) ptrace.Traces {
+	td := ptrace.NewTraces()
+	spans := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans()
+	for range n {
+		spans.AppendEmpty().SetName("chat gpt-4o")
+	}
+	return td
+}
+
+// sumOf returns the value of an int64 sum metric, zero when it was never
+// recorded.
+func sumOf(t *testing.T, tel *componenttest.Telemetry, name string) int64 {
+	t.Helper()
+	m, err := tel.GetMetric(name)
+	if err != nil {
+		return 0
+	}
+	var total int64
+	for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+		total += dp.Value
+	}
+	return total
+}
+
+// TestCountedBeforeHandedOn: the accepted and refused counters say how many
+// spans the next consumer got, whatever it does with them afterwards.
+func TestCountedBeforeHandedOn(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		async bool
+		err   error
+	}{
+		{name: "moves the spans out"},
+		{name: "works on them after returning", async: true},
+		{name: "moves them out and fails", err: errors.New("pipeline refused")},
+		{name: "works on them after returning and fails", async: true, err: errors.New("pipeline refused")},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tel := componenttest.NewTelemetry()
+			t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+			set := receivertest.NewNopSettings(metadata.Type)
+			set.TelemetrySettings = tel.NewTelemetrySettings()
+			obs, err := receiverhelper.NewObsReport(receiverhelper.ObsReportSettings{
+				ReceiverID: component.NewID(metadata.Type), Transport: "http", ReceiverCreateSettings: set,
+			})
+			require.NoError(t, err)
+			tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
+			require.NoError(t, err)
+			sink := &takingSink{async: tt.async, err: tt.err}
+			q := New(100, "sse", sink, obs, tb)
+			sent := 0
+			for i := range 50 {
+				q.Push(tracesOf(1 + i%3))
+				sent += 1 + i%3
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			require.NoError(t, q.Shutdown(ctx))
+
+			assert.Equal(t, sent, sink.taken(), "the consumer got every span")
+			accepted := sumOf(t, tel, "otelcol_receiver_accepted_spans")
+			refused := sumOf(t, tel, "otelcol_receiver_refused_spans") + sumOf(t, tel, "otelcol_receiver_failed_spans")
+			dropped := sumOf(t, tel, "otelcol_receiver_sse_capture_spans.dropped")
+			if tt.err == nil {
+				assert.Equal(t, int64(sent), accepted)
+				assert.Zero(t, refused)
+				assert.Zero(t, dropped)
+			} else {
+				assert.Zero(t, accepted)
+				assert.Equal(t, int64(sent), refused)
+				assert.Equal(t, int64(sent), dropped, "spans the pipeline refused are counted as dropped")
+			}
+		})
+	}
+}
