@@ -579,3 +579,57 @@ func TestProxyListenerUninstrumented(t *testing.T) {
 	assert.Eventually(t, func() bool { return serverSpans() == 1 }, testTimeout, 10*time.Millisecond,
 		"the ingest listener keeps the collector's server instrumentation")
 }
+
+// TestProxyDropsHopByHopHeaders: no hop-by-hop header reaches the upstream,
+// as httputil.ReverseProxy's list has them, also the ones it puts back on
+// its own (TE: trailers, and Upgrade with Connection: Upgrade), and every
+// header Connection names.
+func TestProxyDropsHopByHopHeaders(t *testing.T) {
+	f := newFixture(t, nil)
+	addr := strings.TrimPrefix(f.proxyURL, "http://")
+	for _, tc := range []struct {
+		name    string
+		headers string
+		gone    []string
+	}{
+		{"Upgrade", "Connection: Upgrade\r\nUpgrade: websocket\r\n", []string{"Upgrade", "Connection"}},
+		{"Upgrade to h2c", "Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n", []string{"Upgrade", "Connection", "Http2-Settings"}},
+		{"TE trailers", "TE: trailers\r\n", []string{"Te"}},
+		{"TE", "TE: gzip, trailers;q=0.5\r\n", []string{"Te"}},
+		{"named by Connection", "Connection: X-Hop-A, x-hop-b\r\nX-Hop-A: 1\r\nX-Hop-B: 2\r\n", []string{"X-Hop-A", "X-Hop-B", "Connection"}},
+		{"Keep-Alive", "Connection: keep-alive\r\nKeep-Alive: timeout=5\r\n", []string{"Keep-Alive", "Connection"}},
+		{"Proxy-Connection", "Proxy-Connection: keep-alive\r\n", []string{"Proxy-Connection"}},
+		{"Proxy-Authorization", "Proxy-Authorization: Basic UFJPWFlTRUNSRVQ=\r\n", []string{"Proxy-Authorization"}},
+		{"Trailer", "Trailer: X-Checksum\r\n", []string{"Trailer"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := f.log.count()
+			status, body := rawRequestWith(t, addr, shapes[0].path, tc.headers+"X-Kept: yes\r\n", shapes[0].body)
+			require.Equal(t, http.StatusOK, status, body)
+			require.Equal(t, before+1, f.log.count())
+			up, _ := f.log.last(t)
+			for _, h := range tc.gone {
+				assert.Empty(t, up.Values(h), "%s must not reach the upstream", h)
+			}
+			assert.Equal(t, "yes", up.Get("X-Kept"), "end-to-end headers are forwarded")
+		})
+	}
+}
+
+// rawRequestWith posts body to path with the given header lines (each
+// ending in CRLF), exactly as written, and returns the status and body.
+func rawRequestWith(t *testing.T, addr, path, headers, body string) (int, string) {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", addr, testTimeout)
+	require.NoError(t, err)
+	defer func() { _ = conn.Close() }()
+	require.NoError(t, conn.SetDeadline(time.Now().Add(testTimeout)))
+	_, err = fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n%s\r\n%s",
+		path, addr, len(body), headers, body)
+	require.NoError(t, err)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	require.NoError(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}

@@ -263,6 +263,14 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	if p.authHeader != "" {
 		pr.Out.Header.Del(p.authHeader)
 	}
+	// ReverseProxy drops the hop-by-hop headers, then puts back "TE:
+	// trailers" and, for an upgrade, "Connection: Upgrade" and "Upgrade"
+	// before calling Rewrite. Nothing hop-by-hop goes on: an LLM call never
+	// switches protocols, and an upstream has no use for our client's
+	// trailer support.
+	for _, h := range []string{"Connection", "Te", "Upgrade"} {
+		pr.Out.Header.Del(h)
+	}
 	// An SSE stream must be readable as it arrives: ask for it uncompressed.
 	pr.Out.Header.Set("Accept-Encoding", "identity")
 	if c, ok := pr.In.Context().Value(callKey{}).(*call); ok {
