@@ -36,6 +36,9 @@ type ProxyConfig struct {
 	RecordKeepalives bool `mapstructure:"record_keepalives"`
 	// MaxRequestBody bounds a request body in bytes; larger ones get 413.
 	MaxRequestBody int64 `mapstructure:"max_request_body"`
+	// MaxRequestHeaderBytes bounds the request line and headers in bytes;
+	// larger ones get 431 before any handler (or authenticator) runs.
+	MaxRequestHeaderBytes int `mapstructure:"max_request_header_bytes"`
 	// QueueSize bounds the spans waiting for the next consumer; when it is
 	// full, spans are dropped and counted, and streams are never slowed.
 	QueueSize int `mapstructure:"queue_size"`
@@ -63,6 +66,9 @@ type IngestConfig struct {
 	confighttp.ServerConfig `mapstructure:",squash"`
 	// MaxRequestBody bounds a request body in bytes; larger ones get 413.
 	MaxRequestBody int64 `mapstructure:"max_request_body"`
+	// MaxRequestHeaderBytes bounds the request line and headers in bytes;
+	// larger ones get 431 before any handler (or authenticator) runs.
+	MaxRequestHeaderBytes int `mapstructure:"max_request_header_bytes"`
 	// MaxRecords bounds the records of one request; more get 413.
 	MaxRecords int `mapstructure:"max_records"`
 	// MaxChunksPerRecord bounds the chunk times of one record; more get 413.
@@ -118,6 +124,9 @@ func (p *ProxyConfig) validate() error {
 	if p.MaxRequestBody <= 0 {
 		errs = append(errs, fmt.Errorf("proxy: max_request_body %w", errPositive))
 	}
+	if p.MaxRequestHeaderBytes <= 0 {
+		errs = append(errs, fmt.Errorf("proxy: max_request_header_bytes %w", errPositive))
+	}
 	if p.QueueSize <= 0 {
 		errs = append(errs, fmt.Errorf("proxy: queue_size %w", errPositive))
 	}
@@ -142,6 +151,9 @@ func (i *IngestConfig) validate() error {
 	var errs []error
 	if i.MaxRequestBody <= 0 {
 		errs = append(errs, fmt.Errorf("ingest: max_request_body %w", errPositive))
+	}
+	if i.MaxRequestHeaderBytes <= 0 {
+		errs = append(errs, fmt.Errorf("ingest: max_request_header_bytes %w", errPositive))
 	}
 	if i.MaxRecords <= 0 {
 		errs = append(errs, fmt.Errorf("ingest: max_records %w", errPositive))

@@ -49,10 +49,12 @@ func TestLoadConfig(t *testing.T) {
 	assert.Equal(t, "anthropic", p.Provider)
 	assert.True(t, p.RecordKeepalives)
 	assert.Equal(t, int64(1<<20), p.MaxRequestBody)
+	assert.Equal(t, 16384, p.MaxRequestHeaderBytes)
 	assert.Equal(t, 50, p.QueueSize)
 	i := cfg.Ingest.Get()
 	assert.Equal(t, "localhost:9788", i.NetAddr.Endpoint)
 	assert.Equal(t, int64(2048), i.MaxRequestBody)
+	assert.Equal(t, 8192, i.MaxRequestHeaderBytes)
 	assert.Equal(t, 10, i.MaxRecords)
 	assert.Equal(t, 100, i.MaxChunksPerRecord)
 	assert.Equal(t, 16, i.MaxAttributesPerRecord)
@@ -84,6 +86,7 @@ func TestConfigValidate(t *testing.T) {
 		{name: "bad_upstream", errs: []error{errUpstreamNotAbsURL}},
 		{name: "bad_limits", errs: []error{errPositive}, msgs: []string{
 			"proxy: max_request_body must be positive", "proxy: queue_size must be positive",
+			"proxy: max_request_header_bytes must be positive", "ingest: max_request_header_bytes must be positive",
 			"ingest: max_request_body must be positive", "ingest: max_records must be positive",
 			"ingest: max_chunks_per_record must be positive",
 			"ingest: max_attributes_per_record must be positive", "ingest: max_attribute_value_length must be positive",

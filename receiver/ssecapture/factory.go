@@ -26,8 +26,14 @@ const (
 	// room for long legitimate values while a record's attributes stay
 	// under 128 x 4 KiB.
 	defaultIngestMaxValueLength = 4096
-	defaultQueueSize            = 1000
-	defaultUpstreamIdleConns    = 1000
+	// defaultMaxHeaderBytes bounds a request's line and headers on both
+	// listeners. LLM SDKs send a few KiB (a key, a dozen x-stainless-*
+	// headers, baggage and traceparent); net/http's own default of 1 MiB
+	// would let every connection make the server parse and hold a
+	// megabyte of headers before any authenticator looks at them.
+	defaultMaxHeaderBytes    = 64 << 10
+	defaultQueueSize         = 1000
+	defaultUpstreamIdleConns = 1000
 	// defaultReadTimeout bounds the reading of a whole request, headers and
 	// body, on both listeners: a client that trickles its body in cannot
 	// hold a connection and a handler open. It does not bound a streamed
@@ -79,10 +85,11 @@ func createDefaultConfig() component.Config {
 	// empty section) fills in these defaults.
 	return &Config{
 		Proxy: configoptional.Default(ProxyConfig{
-			ServerConfig:   proxy,
-			Upstream:       upstream,
-			MaxRequestBody: defaultProxyMaxBody,
-			QueueSize:      defaultQueueSize,
+			ServerConfig:          proxy,
+			Upstream:              upstream,
+			MaxRequestBody:        defaultProxyMaxBody,
+			MaxRequestHeaderBytes: defaultMaxHeaderBytes,
+			QueueSize:             defaultQueueSize,
 
 			MaxAttributeValueLength: defaultProxyMaxValueLength,
 			ShutdownTimeout:         defaultShutdownTimeout,
@@ -90,6 +97,7 @@ func createDefaultConfig() component.Config {
 		Ingest: configoptional.Default(IngestConfig{
 			ServerConfig:            ingest,
 			MaxRequestBody:          defaultIngestMaxBody,
+			MaxRequestHeaderBytes:   defaultMaxHeaderBytes,
 			MaxRecords:              defaultMaxRecords,
 			MaxChunksPerRecord:      defaultMaxChunksPerRecord,
 			MaxAttributesPerRecord:  defaultMaxAttributesPerRecord,

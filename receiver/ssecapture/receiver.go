@@ -86,7 +86,7 @@ func (r *sseCaptureReceiver) Start(ctx context.Context, host component.Host) err
 		// its request duration and span per request repeat, less precisely,
 		// the span this receiver records for each call.
 		noServerTelemetry := xconfighttp.WithOtelHTTPOptions(otelhttp.WithFilter(func(*http.Request) bool { return false }))
-		if err := r.serve(ctx, host, "proxy", pcfg.ServerConfig, pcfg.MaxRequestBody, p, noServerTelemetry); err != nil {
+		if err := r.serve(ctx, host, "proxy", pcfg.ServerConfig, requestLimits{body: pcfg.MaxRequestBody, headerBytes: pcfg.MaxRequestHeaderBytes}, p, noServerTelemetry); err != nil {
 			return errors.Join(err, r.Shutdown(ctx))
 		}
 		r.proxySrv = r.servers[len(r.servers)-1]
@@ -101,7 +101,8 @@ func (r *sseCaptureReceiver) Start(ctx context.Context, host component.Host) err
 			MaxValueLen: icfg.MaxAttributeValueLength,
 		}, r.next, r.obsIngest)
 		r.ingest = h
-		if err := r.serve(ctx, host, "ingest", icfg.ServerConfig, icfg.MaxRequestBody, h, confighttp.WithErrorHandler(ingest.ServerError)); err != nil {
+		if err := r.serve(ctx, host, "ingest", icfg.ServerConfig, requestLimits{body: icfg.MaxRequestBody, headerBytes: icfg.MaxRequestHeaderBytes}, h,
+			confighttp.WithErrorHandler(ingest.ServerError)); err != nil {
 			return errors.Join(err, r.Shutdown(ctx))
 		}
 	}
@@ -146,18 +147,27 @@ func (r *sseCaptureReceiver) newProxy(ctx context.Context, host component.Host, 
 	})
 }
 
-func (r *sseCaptureReceiver) serve(ctx context.Context, host component.Host, name string, sc confighttp.ServerConfig, maxBody int64, h http.Handler,
+// requestLimits are what a listener's server bounds before its handler runs.
+type requestLimits struct {
+	body        int64
+	headerBytes int
+}
+
+func (r *sseCaptureReceiver) serve(ctx context.Context, host component.Host, name string, sc confighttp.ServerConfig, limits requestLimits, h http.Handler,
 	opts ...confighttp.ToServerOption,
 ) error {
 	// Our own body limit answers 413 with a JSON error; make sure the
 	// generic one of confighttp is never the tighter of the two.
-	if sc.MaxRequestBodySize < maxBody {
-		sc.MaxRequestBodySize = maxBody
+	if sc.MaxRequestBodySize < limits.body {
+		sc.MaxRequestBodySize = limits.body
 	}
 	srv, err := sc.ToServer(ctx, host.GetExtensions(), r.settings.TelemetrySettings, h, opts...)
 	if err != nil {
 		return err
 	}
+	// confighttp has no setting for it: net/http answers 431 to larger
+	// headers before any handler, so before any authenticator, runs.
+	srv.MaxHeaderBytes = limits.headerBytes
 	ln, err := sc.ToListener(ctx)
 	if err != nil {
 		return err
