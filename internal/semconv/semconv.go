@@ -61,6 +61,7 @@ const (
 	AttrHTTPStatusCode        = "http.response.status_code"
 	AttrErrorType             = "error.type"
 	AttrServiceName           = "service.name"
+	AttrServiceInstanceID     = "service.instance.id"
 )
 
 // Derived stream figures (docs/contract.md section 4). Durations are doubles in milliseconds.
