@@ -222,3 +222,49 @@ func (s *instantStream) Recv() (Event, error) {
 }
 
 func (s *instantStream) Close() error { return nil }
+
+// TestAdviceHTTPClientReachesATLSAdvisor: an advisor behind TLS with a
+// certificate of its own is reached through the client given, and only
+// through it: the default client does not trust the certificate.
+func TestAdviceHTTPClientReachesATLSAdvisor(t *testing.T) {
+	var auth atomic.Value
+	auth.Store("")
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth.Store(r.Header.Get("Authorization"))
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(fleetBody))
+	}))
+	defer srv.Close()
+
+	h, err := New([]Source{newPipeSource("a")}, Advice(srv.URL, AdviceTimeout(time.Second)))
+	require.NoError(t, err)
+	_, err = h.advice.status()
+	require.Error(t, err, "the default client does not trust the advisor's certificate")
+	_, src := h.policy.DelayFrom(0)
+	assert.Equal(t, hedgecore.DelayFallback, src)
+	h.Close()
+
+	client := srv.Client()
+	client.Transport = bearer{token: "advice-token", next: client.Transport}
+	h, err = New([]Source{newPipeSource("a")}, Advice(srv.URL, AdviceTimeout(time.Second), AdviceHTTPClient(client)))
+	require.NoError(t, err)
+	defer h.Close()
+	_, err = h.advice.status()
+	require.NoError(t, err)
+	d, src := h.policy.DelayFrom(0)
+	assert.Equal(t, hedgecore.DelayFleet, src)
+	assert.Equal(t, int64(40*time.Millisecond), d)
+	assert.Equal(t, "Bearer advice-token", auth.Load(), "the client's transport adds the credentials")
+}
+
+// bearer adds a bearer token to every request, as an auth transport does.
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
+}

@@ -153,8 +153,10 @@ func (e *StallError) Error() string {
 // Timeout reports true, like net.Error: the call may be retried.
 func (e *StallError) Timeout() bool { return true }
 
-// StatusError is an HTTP error answer of a source. 408, 429 and 5xx are
-// retryable (the next attempt starts at once); other 4xx end the call.
+// StatusError is an HTTP error answer of a source. 408 (request timeout),
+// 409 (conflict: OpenAI answers it for a lock timeout), 425 (too early),
+// 429 and 5xx are retryable (the next attempt starts at once); other 4xx
+// end the call.
 type StatusError struct {
 	Source     string
 	StatusCode int

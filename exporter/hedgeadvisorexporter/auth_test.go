@@ -37,9 +37,11 @@ func freeEndpoint(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// TestBearerTokenAuthGuardsTheAdvice: the listener takes the standard
-// confighttp auth setting; the contrib bearertokenauth extension guards it.
-func TestBearerTokenAuthGuardsTheAdvice(t *testing.T) {
+// startGuarded starts the exporter of cfg on a free loopback port behind
+// the contrib bearertokenauth extension (token "advisor-token") and returns
+// the endpoint.
+func startGuarded(t *testing.T, cfg *Config) string {
+	t.Helper()
 	factory := bearertokenauthextension.NewFactory()
 	extCfg := factory.CreateDefaultConfig().(*bearertokenauthextension.Config)
 	extCfg.BearerToken = configopaque.String("advisor-token")
@@ -50,16 +52,22 @@ func TestBearerTokenAuthGuardsTheAdvice(t *testing.T) {
 	require.NoError(t, err)
 	host := hostWithExtensions{Host: componenttest.NewNopHost(), extensions: map[component.ID]component.Component{id: ext}}
 	require.NoError(t, ext.Start(context.Background(), host))
-	defer func() { require.NoError(t, ext.Shutdown(context.Background())) }()
+	t.Cleanup(func() { require.NoError(t, ext.Shutdown(context.Background())) })
 
-	cfg := testConfig()
 	endpoint := freeEndpoint(t)
 	cfg.ServerConfig.NetAddr.Endpoint = endpoint
 	cfg.ServerConfig.Auth = configoptional.Some(confighttp.AuthConfig{Config: configauth.Config{AuthenticatorID: id}})
 	exp, err := NewFactory().CreateTraces(context.Background(), exportertest.NewNopSettings(metadata.Type), cfg)
 	require.NoError(t, err)
 	require.NoError(t, exp.Start(context.Background(), host))
-	defer func() { require.NoError(t, exp.Shutdown(context.Background())) }()
+	t.Cleanup(func() { require.NoError(t, exp.Shutdown(context.Background())) })
+	return endpoint
+}
+
+// TestBearerTokenAuthGuardsTheAdvice: the listener takes the standard
+// confighttp auth setting; the contrib bearertokenauth extension guards it.
+func TestBearerTokenAuthGuardsTheAdvice(t *testing.T) {
+	endpoint := startGuarded(t, testConfig())
 
 	get := func(token string) int {
 		req, err := http.NewRequest(http.MethodGet, "http://"+endpoint+AdvicePath, http.NoBody)

@@ -3,6 +3,8 @@ package hedgeadvisorexporter // import "github.com/streamstall/streamstall/expor
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -49,8 +51,60 @@ type Config struct {
 	// MaxLabelLength bounds the bytes of every provider, model and dimension
 	// value; longer values are cut.
 	MaxLabelLength int `mapstructure:"max_label_length"`
+	// Trust says which spans the advice is learned from.
+	Trust TrustConfig `mapstructure:"trust"`
+	// MaxClientShare bounds the share of a series' window one client may
+	// hold (or an even share, when fewer clients share it); 1: no bound.
+	MaxClientShare float64 `mapstructure:"max_client_share"`
+	// MaxClientsPerSeries bounds the clients the share cap tells apart in a
+	// series; the others share one bucket, capped as one client.
+	MaxClientsPerSeries int `mapstructure:"max_clients_per_series"`
+	// HedgeDelayRange and StallAfterRange clamp the advised hedge_delay_ms
+	// and stall_after_ms.
+	HedgeDelayRange RangeConfig `mapstructure:"hedge_delay_range"`
+	StallAfterRange RangeConfig `mapstructure:"stall_after_range"`
+	// MaxRequestHeaderBytes bounds the request headers of the advice
+	// listener (http.Server.MaxHeaderBytes): larger ones get 431 before any
+	// authenticator runs.
+	MaxRequestHeaderBytes int `mapstructure:"max_request_header_bytes"`
 	// prevent unkeyed literal initialization
 	_ struct{}
+}
+
+// TrustConfig says which of the spans the pipeline hands the advisor it
+// learns from. The pipeline is the first line: feed the advisor only from
+// receivers you trust (docs/security.md).
+type TrustConfig struct {
+	// Ingest also learns from the spans of sse_capture's ingest endpoint
+	// (llm.stream.capture = ingest), which any client that can reach it
+	// writes. Off by default; the proxy's own spans always count.
+	Ingest bool `mapstructure:"ingest"`
+	// RequireAuth learns only from spans that arrived on an authenticated
+	// request (a receiver with an auth extension).
+	RequireAuth bool `mapstructure:"require_auth"`
+	// ResourceAttributes, when set, learns only from spans whose resource
+	// has, for every key, one of the listed values.
+	ResourceAttributes map[string][]string `mapstructure:"resource_attributes"`
+	// prevent unkeyed literal initialization
+	_ struct{}
+}
+
+// RangeConfig is a closed range of durations; 0 is no bound.
+type RangeConfig struct {
+	Min time.Duration `mapstructure:"min"`
+	Max time.Duration `mapstructure:"max"`
+	// prevent unkeyed literal initialization
+	_ struct{}
+}
+
+func (r RangeConfig) validate(name string) error {
+	if r.Min < 0 || r.Max < 0 {
+		return fmt.Errorf("%s: bounds must not be negative, got [%s, %s]", name, r.Min, r.Max)
+	}
+	if r.Max > 0 && r.Min > r.Max {
+		return fmt.Errorf("%s: min %s is above max %s", name, r.Min, r.Max)
+	}
+	return nil
 }
 
 var (
@@ -60,8 +114,12 @@ var (
 
 // Bounds of the configuration.
 const (
-	maxMaxSeries = 100_000
-	minWindow    = time.Second
+	maxMaxSeries     = 100_000
+	maxMaxClients    = 10_000
+	minWindow        = time.Second
+	minHeaderBytes   = 1 << 10
+	maxHeaderBytes   = 1 << 20
+	maxTrustedValues = 1000
 )
 
 // Validate checks the configuration; all problems are reported at once.
@@ -87,6 +145,31 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxLabelLength < 1 {
 		errs = append(errs, fmt.Errorf("max_label_length must be at least 1, got %d", c.MaxLabelLength))
+	}
+	if !(c.MaxClientShare > 0 && c.MaxClientShare <= 1) {
+		errs = append(errs, fmt.Errorf("max_client_share must be in (0, 1], got %v", c.MaxClientShare))
+	}
+	if c.MaxClientsPerSeries < 1 || c.MaxClientsPerSeries > maxMaxClients {
+		errs = append(errs, fmt.Errorf("max_clients_per_series must be in [1, %d], got %d", maxMaxClients, c.MaxClientsPerSeries))
+	}
+	if err := c.HedgeDelayRange.validate("hedge_delay_range"); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.StallAfterRange.validate("stall_after_range"); err != nil {
+		errs = append(errs, err)
+	}
+	if c.MaxRequestHeaderBytes < minHeaderBytes || c.MaxRequestHeaderBytes > maxHeaderBytes {
+		errs = append(errs, fmt.Errorf("max_request_header_bytes must be in [%d, %d], got %d", minHeaderBytes, maxHeaderBytes, c.MaxRequestHeaderBytes))
+	}
+	for _, k := range slices.Sorted(maps.Keys(c.Trust.ResourceAttributes)) {
+		switch vs := c.Trust.ResourceAttributes[k]; {
+		case strings.TrimSpace(k) == "":
+			errs = append(errs, errors.New("trust.resource_attributes: keys must not be empty"))
+		case len(vs) == 0:
+			errs = append(errs, fmt.Errorf("trust.resource_attributes.%s: list at least one allowed value", k))
+		case len(vs) > maxTrustedValues:
+			errs = append(errs, fmt.Errorf("trust.resource_attributes.%s: at most %d values, got %d", k, maxTrustedValues, len(vs)))
+		}
 	}
 	errs = append(errs, dimension.Check(c.dimensionNames(), semconv.AttrProviderName, semconv.AttrRequestModel)...)
 	return errors.Join(errs...)

@@ -23,6 +23,12 @@ func TestLoadConfig(t *testing.T) {
 	full.TTFTQuantile, full.GapQuantile = 0.9, 0.99
 	full.MinSamples, full.Window, full.MaxSeries, full.MaxLabelLength = 200, 5*time.Minute, 50, 64
 	full.Dimensions = []Dimension{{Name: "service.name"}, {Name: "deployment.environment.name", Default: &unknown}}
+	full.Trust = TrustConfig{Ingest: true, RequireAuth: true,
+		ResourceAttributes: map[string][]string{"deployment.environment.name": {"production", "staging"}}}
+	full.MaxClientShare, full.MaxClientsPerSeries = 0.02, 64
+	full.HedgeDelayRange = RangeConfig{Min: 50 * time.Millisecond, Max: 30 * time.Second}
+	full.StallAfterRange = RangeConfig{}
+	full.MaxRequestHeaderBytes = 8192
 	tests := []struct {
 		name     string
 		expected *Config
@@ -38,6 +44,14 @@ func TestLoadConfig(t *testing.T) {
 			"window must be at least 1s, got 100ms",
 			"max_series must be in [1, 100000], got 0",
 			"max_label_length must be at least 1, got 0",
+			"max_client_share must be in (0, 1], got 0",
+			"max_clients_per_series must be in [1, 10000], got 0",
+			"hedge_delay_range: min 1m0s is above max 1s",
+			"stall_after_range: bounds must not be negative, got [-1s, 2m0s]",
+			"max_request_header_bytes must be in [1024, 1048576], got 100",
+		}},
+		{name: "bad_trust", errs: []string{
+			"trust.resource_attributes.deployment.environment.name: list at least one allowed value",
 		}},
 		{name: "duplicate_dimension", errs: []string{
 			`dimensions[0]: duplicate or reserved dimension "gen_ai.request.model"`,
@@ -72,4 +86,12 @@ func TestDefaultConfig(t *testing.T) {
 	assert.Equal(t, 0.95, cfg.TTFTQuantile)
 	assert.Equal(t, 0.999, cfg.GapQuantile)
 	assert.Equal(t, 10*time.Minute, cfg.Window)
+	assert.Equal(t, TrustConfig{}, cfg.Trust, "ingest spans are not learned from by default")
+	assert.Equal(t, 0.04, cfg.MaxClientShare, "below the 5 %% tail of the default ttft_quantile")
+	assert.Equal(t, 128, cfg.MaxClientsPerSeries)
+	assert.Equal(t, RangeConfig{Min: 10 * time.Millisecond, Max: 2 * time.Minute}, cfg.HedgeDelayRange)
+	assert.Equal(t, RangeConfig{Min: 10 * time.Millisecond, Max: 2 * time.Minute}, cfg.StallAfterRange)
+	assert.Equal(t, 30*time.Second, cfg.ServerConfig.ReadTimeout, "as sse_capture's listeners")
+	assert.Equal(t, 10*time.Second, cfg.ServerConfig.ReadHeaderTimeout, "as sse_capture's listeners")
+	assert.Equal(t, 64<<10, cfg.MaxRequestHeaderBytes)
 }

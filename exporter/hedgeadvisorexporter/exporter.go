@@ -7,13 +7,16 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/jonboulle/clockwork"
+	"go.opentelemetry.io/collector/client"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componentstatus"
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
 	"github.com/streamstall/streamstall/exporter/hedgeadvisorexporter/internal/attempt"
@@ -32,6 +35,14 @@ const windowSlots = 4
 // maxFilterLength bounds a provider or model query filter.
 const maxFilterLength = 1024
 
+// answerTTL is how long a computed answer is served: merging the windows of
+// every series costs far more than a poll, and clients poll every 30 s.
+const answerTTL = time.Second
+
+// maxCachedBodies bounds the encoded answers kept per computation, one per
+// query filter: filters are the client's, so their number is bounded.
+const maxCachedBodies = 256
+
 // advisor aggregates attempt spans into the store and serves its advice.
 type advisor struct {
 	cfg       *Config
@@ -46,6 +57,17 @@ type advisor struct {
 	server *http.Server
 	wg     sync.WaitGroup
 	warned bool // the series bound was reported; guarded by the store's lock
+
+	answerMu   sync.Mutex
+	answer     advice.Response   // the whole advice, computed at answerAt
+	answerAt   time.Time         // zero: none yet
+	bodies     map[string][]byte // encoded answers of answer, by filter
+	trustedRes map[string]map[string]bool
+}
+
+// counts are the outcomes of one batch of spans.
+type counts struct {
+	recorded, dropped, untrusted, capped int64
 }
 
 func newAdvisor(set exporter.Settings, cfg *Config, clock clockwork.Clock) (*advisor, error) {
@@ -57,6 +79,16 @@ func newAdvisor(set exporter.Settings, cfg *Config, clock clockwork.Clock) (*adv
 	for i, d := range cfg.Dimensions {
 		dims[i] = d.Name
 	}
+	var trustedRes map[string]map[string]bool
+	if len(cfg.Trust.ResourceAttributes) > 0 {
+		trustedRes = make(map[string]map[string]bool, len(cfg.Trust.ResourceAttributes))
+		for k, vs := range cfg.Trust.ResourceAttributes {
+			trustedRes[k] = make(map[string]bool, len(vs))
+			for _, v := range vs {
+				trustedRes[k][v] = true
+			}
+		}
+	}
 	return &advisor{
 		cfg:       cfg,
 		set:       set,
@@ -66,10 +98,14 @@ func newAdvisor(set exporter.Settings, cfg *Config, clock clockwork.Clock) (*adv
 			Window: cfg.Window, Slots: windowSlots,
 			TTFTQuantile: cfg.TTFTQuantile, GapQuantile: cfg.GapQuantile,
 			MinSamples: cfg.MinSamples, MaxSeries: cfg.MaxSeries, MaxLabelLength: cfg.MaxLabelLength,
+			MaxClientShare: cfg.MaxClientShare, MaxClients: cfg.MaxClientsPerSeries,
+			HedgeDelay: advice.Range{Min: cfg.HedgeDelayRange.Min, Max: cfg.HedgeDelayRange.Max},
+			StallAfter: advice.Range{Min: cfg.StallAfterRange.Min, Max: cfg.StallAfterRange.Max},
 		}, dims),
-		reader: attempt.NewReader(semconv.DefaultChunkEventNames()),
-		dims:   dims,
-		key:    advice.Key{Dims: make([]string, len(dims))},
+		reader:     attempt.NewReader(semconv.DefaultChunkEventNames()),
+		dims:       dims,
+		key:        advice.Key{Dims: make([]string, len(dims))},
+		trustedRes: trustedRes,
 	}, nil
 }
 
@@ -86,6 +122,9 @@ func (a *advisor) start(ctx context.Context, host component.Host) error {
 	if err != nil {
 		return errors.Join(err, ln.Close())
 	}
+	// confighttp has no setting for it; Go answers 431 before the handler
+	// chain, the authenticator included, sees the request.
+	srv.MaxHeaderBytes = a.cfg.MaxRequestHeaderBytes
 	a.server = srv
 	a.set.Logger.Info("serving hedge advice", zap.String("endpoint", ln.Addr().String()+AdvicePath))
 	a.wg.Add(1)
@@ -109,27 +148,45 @@ func (a *advisor) shutdown(ctx context.Context) error {
 	return err
 }
 
-// consumeTraces records every attempt span of the batch under one lock.
-// Nothing is refused: a span that is not an attempt is skipped.
+// consumeTraces records every trusted attempt span of the batch under one
+// lock. Nothing is refused upstream: a span that is not an attempt is
+// skipped, an untrusted or capped one counted.
 func (a *advisor) consumeTraces(ctx context.Context, td ptrace.Traces) error {
-	recorded, dropped := a.record(td)
-	if recorded > 0 {
-		a.telemetry.ExporterHedgeAdvisorAttemptsRecorded.Add(ctx, recorded)
-	}
-	if dropped > 0 {
-		a.telemetry.ExporterHedgeAdvisorAttemptsDropped.Add(ctx, dropped)
+	c := a.record(client.FromContext(ctx), td)
+	for _, m := range []struct {
+		n   int64
+		add func(context.Context, int64, ...metric.AddOption)
+	}{
+		{c.recorded, a.telemetry.ExporterHedgeAdvisorAttemptsRecorded.Add},
+		{c.dropped, a.telemetry.ExporterHedgeAdvisorAttemptsDropped.Add},
+		{c.untrusted, a.telemetry.ExporterHedgeAdvisorAttemptsUntrusted.Add},
+		{c.capped, a.telemetry.ExporterHedgeAdvisorAttemptsCapped.Add},
+	} {
+		if m.n > 0 {
+			m.add(ctx, m.n)
+		}
 	}
 	return nil
 }
 
-// record adds the attempts of td to the store and counts them.
-func (a *advisor) record(td ptrace.Traces) (recorded, dropped int64) {
+// record adds the trusted attempts of td, which came with the request info,
+// to the store and counts them.
+func (a *advisor) record(info client.Info, td ptrace.Traces) counts {
+	var c counts
 	now := a.clock.Now().UnixNano()
+	authenticated := info.Auth != nil
+	peer := ""
+	if info.Addr != nil {
+		peer = info.Addr.String()
+	}
 	a.store.Lock()
 	defer a.store.Unlock()
 	rss := td.ResourceSpans()
 	for i := range rss.Len() {
 		rs := rss.At(i)
+		res := rs.Resource().Attributes()
+		trusted := (authenticated || !a.cfg.Trust.RequireAuth) && a.trustedResource(res)
+		who := clientKey(res, peer)
 		sss := rs.ScopeSpans()
 		for j := range sss.Len() {
 			spans := sss.At(j).Spans()
@@ -139,28 +196,70 @@ func (a *advisor) record(td ptrace.Traces) (recorded, dropped int64) {
 				if at.Provider == "" || at.Kind == attempt.Skip && len(at.Gaps) == 0 {
 					continue // not an attempt, or one that tells nothing
 				}
-				a.fillKey(at, span.Attributes(), rs.Resource().Attributes())
-				smp := advice.Sample{Gaps: at.Gaps}
+				if !trusted || !a.cfg.Trust.Ingest && isIngest(span.Attributes()) {
+					c.untrusted++
+					continue
+				}
+				a.fillKey(at, span.Attributes(), res)
+				smp := advice.Sample{Gaps: at.Gaps, Client: who}
 				switch at.Kind {
 				case attempt.Exact:
 					smp.TTFT = at.TTFT
 				case attempt.Censored:
 					smp.TTFT, smp.Censored = at.TTFT, true
 				}
-				if a.store.Record(now, a.key, smp) {
-					recorded++
-				} else {
-					dropped++
+				switch a.store.Record(now, a.key, smp) {
+				case advice.Recorded:
+					c.recorded++
+				case advice.Capped:
+					c.capped++
+				case advice.Dropped:
+					c.dropped++
 				}
 			}
 		}
 	}
-	if dropped > 0 && !a.warned {
+	if c.dropped > 0 && !a.warned {
 		a.warned = true
 		a.set.Logger.Warn("max_series reached: attempts of new series are dropped until a series is idle for a window",
-			zap.Int("max_series", a.cfg.MaxSeries), zap.Int64("dropped", dropped))
+			zap.Int("max_series", a.cfg.MaxSeries), zap.Int64("dropped", c.dropped))
 	}
-	return recorded, dropped
+	return c
+}
+
+// trustedResource reports whether res has an allowed value of every key of
+// trust.resource_attributes.
+func (a *advisor) trustedResource(res pcommon.Map) bool {
+	for k, allowed := range a.trustedRes {
+		v, ok := res.Get(k)
+		if !ok || !allowed[v.AsString()] {
+			return false
+		}
+	}
+	return true
+}
+
+// isIngest reports whether sse_capture's ingest endpoint made the span. The
+// mark cannot come from the ingest client: ingest refuses llm.stream.*.
+func isIngest(attrs pcommon.Map) bool {
+	v, ok := attrs.Get(semconv.AttrCapture)
+	return ok && v.Type() == pcommon.ValueTypeStr && v.Str() == semconv.CaptureIngest
+}
+
+// clientKey names the client of a resource's spans for the share cap: its
+// service.instance.id, else the connection's address, else one bucket for
+// all the spans that tell neither. The prefixes keep one kind from posing
+// as another.
+func clientKey(res pcommon.Map, peer string) string {
+	if v, ok := res.Get(semconv.AttrServiceInstanceID); ok {
+		if id := v.AsString(); id != "" {
+			return "id:" + id
+		}
+	}
+	if peer != "" {
+		return "addr:" + peer
+	}
+	return "unknown"
 }
 
 func (a *advisor) fillKey(at attempt.Attempt, span, resource pcommon.Map) {
@@ -182,7 +281,7 @@ func (a *advisor) fillKey(at attempt.Attempt, span, resource pcommon.Map) {
 }
 
 // serveAdvice answers GET /v1/hedge/advice?provider=..&model=.. with the
-// advice of the matching series.
+// advice of the matching series, from an answer at most answerTTL old.
 func (a *advisor) serveAdvice(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
@@ -195,13 +294,44 @@ func (a *advisor) serveAdvice(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "provider and model filters are limited to 1024 bytes", http.StatusBadRequest)
 		return
 	}
-	resp := a.store.Advice(a.clock.Now().UnixNano(), provider, model)
-	body, err := json.Marshal(resp)
-	if err != nil { // cannot happen: the response holds only finite numbers and strings
-		http.Error(w, "encoding advice", http.StatusInternalServerError)
-		return
-	}
+	body := a.answerBody(provider, model)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	_, _ = w.Write(body)
+}
+
+// answerBody returns the encoded advice of the series matching provider and
+// model (empty: any). The whole advice is computed at most once per
+// answerTTL; each filter's body is encoded once per computation.
+func (a *advisor) answerBody(provider, model string) []byte {
+	now := a.clock.Now()
+	a.answerMu.Lock()
+	defer a.answerMu.Unlock()
+	if a.answerAt.IsZero() || now.Sub(a.answerAt) >= answerTTL || now.Before(a.answerAt) {
+		a.answer = a.store.Advice(now.UnixNano(), "", "")
+		a.answerAt = now
+		clear(a.bodies)
+	}
+	filter := provider + "\x00" + model
+	if b, ok := a.bodies[filter]; ok {
+		return b
+	}
+	resp := advice.Response{WindowS: a.answer.WindowS, Advice: a.answer.Advice}
+	if provider != "" || model != "" {
+		resp.Advice = make([]advice.Entry, 0, len(a.answer.Advice))
+		for _, e := range a.answer.Advice {
+			if (provider == "" || e.Provider == provider) && (model == "" || e.Model == model) {
+				resp.Advice = append(resp.Advice, e)
+			}
+		}
+	}
+	// The response holds only finite numbers and strings: encoding cannot fail.
+	b, _ := json.Marshal(resp)
+	if a.bodies == nil {
+		a.bodies = make(map[string][]byte)
+	}
+	if len(a.bodies) < maxCachedBodies {
+		a.bodies[filter] = b
+	}
+	return b
 }

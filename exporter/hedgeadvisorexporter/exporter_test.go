@@ -129,10 +129,11 @@ func TestAdviceFromWinnersAndLosers(t *testing.T) {
 }
 
 func TestAdviceMinSamples(t *testing.T) {
-	a, _ := newTestAdvisor(t, testConfig())
+	a, clock := newTestAdvisor(t, testConfig())
 	spec := attemptSpec{provider: "openai", model: "gpt-4o", ttft: time.Second, gaps: []time.Duration{time.Millisecond}}
 	for i := range 10 {
 		require.NoError(t, a.consumeTraces(context.Background(), traces(spec)))
+		clock.Advance(answerTTL) // a fresh answer
 		_, resp := get(t, a, "")
 		require.Len(t, resp.Advice, 1)
 		if i < 9 {

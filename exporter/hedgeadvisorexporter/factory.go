@@ -22,6 +22,18 @@ const (
 	defaultWindow         = 10 * time.Minute
 	defaultMaxSeries      = 1000
 	defaultMaxLabelLength = 256
+	// defaultMaxClientShare: at the default ttft_quantile of 0.95 the tail
+	// holds 5 % of a window; a client held below that cannot set the p95.
+	defaultMaxClientShare      = 0.04
+	defaultMaxClientsPerSeries = 128
+	// The clamp: no LLM answers in under 10 ms, and a delay or silence of
+	// two minutes is past any hedge worth making.
+	defaultMinAdvised = 10 * time.Millisecond
+	defaultMaxAdvised = 2 * time.Minute
+	// The listener's bounds, those of sse_capture's listeners.
+	defaultReadTimeout           = 30 * time.Second
+	defaultReadHeaderTimeout     = 10 * time.Second
+	defaultMaxRequestHeaderBytes = 64 << 10
 )
 
 // NewFactory returns the factory of the hedge_advisor exporter.
@@ -36,14 +48,21 @@ func NewFactory() exporter.Factory {
 func createDefaultConfig() component.Config {
 	server := confighttp.NewDefaultServerConfig()
 	server.NetAddr.Endpoint = defaultEndpoint
+	server.ReadTimeout = defaultReadTimeout
+	server.ReadHeaderTimeout = defaultReadHeaderTimeout
 	return &Config{
-		ServerConfig:   server,
-		TTFTQuantile:   defaultTTFTQuantile,
-		GapQuantile:    defaultGapQuantile,
-		MinSamples:     defaultMinSamples,
-		Window:         defaultWindow,
-		MaxSeries:      defaultMaxSeries,
-		MaxLabelLength: defaultMaxLabelLength,
+		ServerConfig:          server,
+		TTFTQuantile:          defaultTTFTQuantile,
+		GapQuantile:           defaultGapQuantile,
+		MinSamples:            defaultMinSamples,
+		Window:                defaultWindow,
+		MaxSeries:             defaultMaxSeries,
+		MaxLabelLength:        defaultMaxLabelLength,
+		MaxClientShare:        defaultMaxClientShare,
+		MaxClientsPerSeries:   defaultMaxClientsPerSeries,
+		HedgeDelayRange:       RangeConfig{Min: defaultMinAdvised, Max: defaultMaxAdvised},
+		StallAfterRange:       RangeConfig{Min: defaultMinAdvised, Max: defaultMaxAdvised},
+		MaxRequestHeaderBytes: defaultMaxRequestHeaderBytes,
 	}
 }
 

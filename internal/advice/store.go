@@ -34,6 +34,31 @@ type Config struct {
 	// MaxLabelLength bounds the bytes of every key value; longer ones are
 	// cut at a rune boundary.
 	MaxLabelLength int
+	// MaxClientShare bounds the share of a series' window one client may
+	// hold (share.go); outside (0, 1): no bound. MaxClients bounds the
+	// clients told apart per series; the others share one bucket.
+	MaxClientShare float64
+	MaxClients     int
+	// HedgeDelay and StallAfter clamp hedge_delay_ms and stall_after_ms; a
+	// zero bound is no bound.
+	HedgeDelay Range
+	StallAfter Range
+}
+
+// Range is a closed range of durations; a zero bound is no bound.
+type Range struct {
+	Min, Max time.Duration
+}
+
+// clampMs clamps v (milliseconds) to r.
+func (r Range) clampMs(v float64) float64 {
+	if r.Min > 0 {
+		v = max(v, ms(float64(r.Min)))
+	}
+	if r.Max > 0 {
+		v = min(v, ms(float64(r.Max)))
+	}
+	return v
 }
 
 // Key identifies a series: provider, requested model and the values of the
@@ -61,9 +86,11 @@ type Entry struct {
 	Censored   int64              `json:"censored"`
 	TTFTMs     map[string]float64 `json:"ttft_ms"`
 	GapMs      map[string]float64 `json:"gap_ms"`
-	// HedgeDelayMs is the TTFT at the configured quantile.
+	// HedgeDelayMs is the TTFT at the configured quantile, clamped to
+	// Config.HedgeDelay.
 	HedgeDelayMs *float64 `json:"hedge_delay_ms,omitempty"`
-	// StallAfterMs is the inter-chunk gap at the configured quantile.
+	// StallAfterMs is the inter-chunk gap at the configured quantile,
+	// clamped to Config.StallAfter.
 	StallAfterMs *float64 `json:"stall_after_ms,omitempty"`
 }
 
@@ -95,32 +122,55 @@ func (s *Store) Lock()   { s.mu.Lock() }
 func (s *Store) Unlock() { s.mu.Unlock() }
 
 // Sample is what one attempt tells: its TTFT (exact, or censored at its
-// run time) and the gaps between its content chunks, all nanoseconds.
+// run time) and the gaps between its content chunks, all nanoseconds, and
+// the client it came from (for the share cap).
 type Sample struct {
 	TTFT     int64
 	Censored bool
 	Gaps     []int64
+	Client   string
 }
 
-// Record adds one attempt's sample at now; the caller holds the lock. It
-// reports false when the series bound dropped it.
-func (s *Store) Record(now int64, k Key, smp Sample) bool {
+// Outcome is what Record did with a sample.
+type Outcome uint8
+
+const (
+	// Recorded: all of the sample counts.
+	Recorded Outcome = iota
+	// Capped: the client share cap refused some or all of it.
+	Capped
+	// Dropped: the series bound refused it.
+	Dropped
+)
+
+// Record adds one attempt's sample at now; the caller holds the lock.
+func (s *Store) Record(now int64, k Key, smp Sample) Outcome {
 	sr := s.lookup(now, k)
 	if sr == nil {
 		s.dropped++
-		return false
+		return Dropped
 	}
-	switch {
-	case smp.TTFT <= 0:
-	case smp.Censored:
-		sr.w.ObserveCensored(now, smp.TTFT)
-	default:
-		sr.w.ObserveTTFT(now, smp.TTFT)
+	out := Recorded
+	if smp.TTFT > 0 {
+		if !sr.w.TakeTTFT(now, smp.Client) {
+			out = Capped
+		} else if smp.Censored {
+			sr.w.ObserveCensored(now, smp.TTFT)
+		} else {
+			sr.w.ObserveTTFT(now, smp.TTFT)
+		}
 	}
 	for _, g := range smp.Gaps {
+		if g <= 0 {
+			continue
+		}
+		if !sr.w.TakeGap(now, smp.Client) {
+			out = Capped
+			continue
+		}
 		sr.w.ObserveGap(now, g)
 	}
-	return true
+	return out
 }
 
 // Dropped is the number of samples refused by the series bound.
@@ -154,6 +204,7 @@ func (s *Store) lookup(now int64, k Key) *series {
 		}
 	}
 	sr := &series{key: Key{Provider: k.Provider, Model: k.Model, Dims: dims}, w: NewWindow(int64(s.cfg.Window), s.cfg.Slots)}
+	sr.w.CapClients(s.cfg.MaxClientShare, s.cfg.MaxClients)
 	s.series[string(s.key)] = sr
 	return sr
 }
@@ -292,12 +343,12 @@ func (s *Store) entry(now int64, sr *series) Entry {
 	minSamples := float64(s.cfg.MinSamples)
 	if m.TTFT.Count() >= minSamples {
 		if v, ok := m.TTFT.Quantile(s.cfg.TTFTQuantile); ok {
-			e.HedgeDelayMs = ptr(ms(v))
+			e.HedgeDelayMs = ptr(s.cfg.HedgeDelay.clampMs(ms(v)))
 		}
 	}
 	if m.Gap.GetCount() >= minSamples && m.Gap.GetCount() > 0 {
 		if v, err := m.Gap.GetValueAtQuantile(s.cfg.GapQuantile); err == nil && !math.IsNaN(v) {
-			e.StallAfterMs = ptr(ms(v))
+			e.StallAfterMs = ptr(s.cfg.StallAfter.clampMs(ms(v)))
 		}
 	}
 	return e

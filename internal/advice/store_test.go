@@ -19,7 +19,7 @@ func testConfig() Config {
 
 const t0 = int64(1_700_000_000) * int64(time.Second)
 
-func record(s *Store, now int64, k Key, smp Sample) bool {
+func record(s *Store, now int64, k Key, smp Sample) Outcome {
 	s.Lock()
 	defer s.Unlock()
 	return s.Record(now, k, smp)
@@ -96,16 +96,16 @@ func TestStoreFilters(t *testing.T) {
 func TestStoreSeriesBoundAndEviction(t *testing.T) {
 	s := NewStore(testConfig(), nil)
 	for i := range 3 {
-		assert.True(t, record(s, t0, Key{Provider: "p", Model: string(rune('a' + i))}, Sample{TTFT: 1e9}))
+		assert.Equal(t, Recorded, record(s, t0, Key{Provider: "p", Model: string(rune('a' + i))}, Sample{TTFT: 1e9}))
 	}
-	assert.False(t, record(s, t0, Key{Provider: "p", Model: "d"}, Sample{TTFT: 1e9}))
+	assert.Equal(t, Dropped, record(s, t0, Key{Provider: "p", Model: "d"}, Sample{TTFT: 1e9}))
 	assert.Equal(t, int64(1), s.Dropped())
 	assert.Equal(t, 3, s.Len())
-	assert.True(t, record(s, t0+1, Key{Provider: "p", Model: "a"}, Sample{TTFT: 1e9}), "known series still record")
+	assert.Equal(t, Recorded, record(s, t0+1, Key{Provider: "p", Model: "a"}, Sample{TTFT: 1e9}), "known series still record")
 
 	// A whole window later, idle series make room.
 	later := t0 + int64(10*time.Minute)
-	assert.True(t, record(s, later, Key{Provider: "p", Model: "d"}, Sample{TTFT: 1e9}))
+	assert.Equal(t, Recorded, record(s, later, Key{Provider: "p", Model: "d"}, Sample{TTFT: 1e9}))
 	assert.Equal(t, 2, s.Len(), "b and c were idle for a window; a was not")
 }
 

@@ -15,6 +15,7 @@ type Window struct {
 	cur     int
 	curEnd  int64
 	lastObs int64
+	cap     *shareCap // nil: no client share cap
 }
 
 type slot struct {
@@ -40,6 +41,13 @@ func NewWindow(window int64, slots int) *Window {
 	return w
 }
 
+// CapClients bounds the share of the window one client's samples may hold
+// (share.go); share outside (0, 1) removes the cap. At most maxClients are
+// told apart, the others share one bucket. It forgets the tallies so far.
+func (w *Window) CapClients(share float64, maxClients int) {
+	w.cap = newShareCap(share, maxClients, len(w.slots))
+}
+
 // rotate moves the current slot to the one holding now. Time going
 // backwards (spans arriving out of order) stays in the current slot.
 func (w *Window) rotate(now int64) {
@@ -55,10 +63,16 @@ func (w *Window) rotate(now int64) {
 		for _, s := range w.slots {
 			s.clear()
 		}
+		if w.cap != nil {
+			w.cap.clearAll()
+		}
 	} else {
 		for range steps {
 			w.cur = (w.cur + 1) % len(w.slots)
 			w.slots[w.cur].clear()
+			if w.cap != nil {
+				w.cap.clearSlot(w.cur)
+			}
 		}
 	}
 	w.curEnd += steps * w.span
@@ -88,6 +102,22 @@ func (w *Window) ObserveGap(now, gap int64) {
 	w.lastObs = now
 	// Add only fails on negative or NaN values, excluded above.
 	_ = w.slots[w.cur].gap.Add(float64(gap))
+}
+
+// TakeTTFT reports whether client may add a TTFT sample (exact or
+// censored) at now under the share cap, and counts it if so; the caller
+// then observes it. Without a cap it always may.
+func (w *Window) TakeTTFT(now int64, client string) bool { return w.take(now, client, kindTTFT) }
+
+// TakeGap is TakeTTFT for one inter-chunk gap.
+func (w *Window) TakeGap(now int64, client string) bool { return w.take(now, client, kindGap) }
+
+func (w *Window) take(now int64, client string, kind int) bool {
+	if w.cap == nil {
+		return true
+	}
+	w.rotate(now)
+	return w.cap.take(client, kind, w.cur)
 }
 
 // LastObserved is the time of the last sample, 0 before any.

@@ -79,8 +79,8 @@ func (b *Budget) Success() {
 	}
 }
 
-// Level returns the tokens in the bucket (for tests and the simulator).
-func (b *Budget) Level() float64 {
+// level returns the tokens in the bucket, for the tests.
+func (b *Budget) level() float64 {
 	if b == nil {
 		return math.Inf(1)
 	}

@@ -70,26 +70,26 @@ func TestDelayEstimatorConcurrent(t *testing.T) {
 
 func TestBudgetRetryThrottlingArithmetic(t *testing.T) {
 	b := NewBudget(10, 0.1)
-	assert.InDelta(t, 10, b.Level(), 1e-9)
+	assert.InDelta(t, 10, b.level(), 1e-9)
 	allowed := 0
 	for b.Allow() {
 		allowed++
 	}
 	// Allowed while tokens > 5: at 10, 9, 8, 7 and 6.
 	assert.Equal(t, 5, allowed)
-	assert.InDelta(t, 5, b.Level(), 1e-9)
+	assert.InDelta(t, 5, b.level(), 1e-9)
 	b.Success()
-	assert.InDelta(t, 5.1, b.Level(), 1e-9)
+	assert.InDelta(t, 5.1, b.level(), 1e-9)
 	assert.True(t, b.Allow())
 	assert.False(t, b.Allow())
 	for range 20 {
 		b.Failure()
 	}
-	assert.InDelta(t, 0, b.Level(), 1e-9, "never below zero")
+	assert.InDelta(t, 0, b.level(), 1e-9, "never below zero")
 	for range 200 {
 		b.Success()
 	}
-	assert.InDelta(t, 10, b.Level(), 1e-9, "never above maxTokens")
+	assert.InDelta(t, 10, b.level(), 1e-9, "never above maxTokens")
 }
 
 func TestBudgetDisabled(t *testing.T) {
@@ -113,9 +113,10 @@ func BenchmarkHedgeDecision(b *testing.B) {
 	var sink int64
 	i := 0
 	for b.Loop() {
-		sink += p.Delay(i & 1)
-		if p.Budget().Allow() {
-			p.Budget().Success()
+		d, _ := p.DelayFrom(i & 1)
+		sink += d
+		if p.budget.Allow() {
+			p.budget.Success()
 		}
 		i++
 	}
@@ -167,6 +168,12 @@ func TestRaceRecordsCensoredLosers(t *testing.T) {
 	r.Advance(100 * ms)
 	r.Content(1, 130*ms, true) // the hedge wins after 30 ms; the primary ran 130 ms
 	r.Actions()
-	assert.InEpsilon(t, float64(130*ms), float64(p.Delay(0)), 0.02, "the primary's censored 130 ms is a sample")
-	assert.InEpsilon(t, float64(30*ms), float64(p.Delay(1)), 0.02)
+	assert.InEpsilon(t, float64(130*ms), float64(delay(p, 0)), 0.02, "the primary's censored 130 ms is a sample")
+	assert.InEpsilon(t, float64(30*ms), float64(delay(p, 1)), 0.02)
+}
+
+// delay is the hedge delay of source, without where it came from.
+func delay(p *Policy, source int) int64 {
+	d, _ := p.DelayFrom(source)
+	return d
 }

@@ -129,15 +129,10 @@ func (p *Policy) SetFleet(source int, a *FleetAdvice) {
 	p.fleet[source].Store(a)
 }
 
-// Delay is the hedge delay while waiting for the first content of source.
-// It is the per-call decision: a few atomic loads, no allocation.
-func (p *Policy) Delay(source int) int64 {
-	d, _ := p.DelayFrom(source)
-	return d
-}
-
-// DelayFrom is Delay and where it came from. Fleet advice and a warm local
-// estimate are blended, weighted by their sample counts:
+// DelayFrom is the hedge delay while waiting for the first content of
+// source, and where it came from. It is the per-call decision: a few atomic
+// loads, no allocation. Fleet advice and a warm local estimate are blended,
+// weighted by their sample counts:
 //
 //	delay = (n_fleet * d_fleet + n_local * d_local) / (n_fleet + n_local)
 //
@@ -175,9 +170,6 @@ func (p *Policy) observeCensored(source int, now, elapsed int64) {
 		p.estimators[source].ObserveCensored(now, elapsed)
 	}
 }
-
-// Budget returns the shared budget, nil when unbounded.
-func (p *Policy) Budget() *Budget { return p.budget }
 
 // StallTimeout returns the watchdog timeout in nanoseconds, 0 when off.
 func (p *Policy) StallTimeout() int64 { return p.stallTimeout }

@@ -107,14 +107,14 @@ func TestRaceBudgetStopsHedges(t *testing.T) {
 		r.Advance(100 * ms)
 		assert.Equal(t, want, r.n == 2, "call %d", call)
 	}
-	assert.InDelta(t, 2.0, p.Budget().Level(), 1e-9)
+	assert.InDelta(t, 2.0, p.budget.level(), 1e-9)
 
 	// A successful call refunds tokenRatio: 2.5 > 2, one more hedge.
 	r := newRace(p, false)
 	r.Start(0)
 	r.Content(0, ms, true)
 	r.Complete(0, 2*ms)
-	assert.InDelta(t, 2.5, p.Budget().Level(), 1e-9)
+	assert.InDelta(t, 2.5, p.budget.level(), 1e-9)
 	r = newRace(p, false)
 	r.Start(0)
 	r.Advance(100 * ms)
@@ -165,7 +165,7 @@ func TestRaceWatchdogIgnoresKeepalivesAndEndsStreamingCall(t *testing.T) {
 	assert.True(t, r.done)
 	assert.ErrorIs(t, r.err, ErrStalled)
 	assert.Equal(t, 0, r.errFrom)
-	assert.InDelta(t, 9, p.Budget().Level(), 1e-9, "a stall is a failure")
+	assert.InDelta(t, 9, p.budget.level(), 1e-9, "a stall is a failure")
 }
 
 func TestRaceBufferedStallAfterFirstToCompleteWins(t *testing.T) {

@@ -33,6 +33,15 @@ const (
 	// but were skipped by telemetry (int, present when not zero). It is not
 	// a figure: the proxy records it from what it saw.
 	AttrOversizedFrames = "llm.stream.oversized_frames"
+
+	// AttrCapture says which sse_capture listener made a span: proxy (the
+	// collector measured the stream itself) or ingest (a client reported
+	// it). Ingest refuses client llm.stream.* attributes, so an ingest client
+	// cannot pass its records off as the proxy's; hedge_advisor learns from
+	// ingest spans only when told to.
+	AttrCapture   = "llm.stream.capture"
+	CaptureProxy  = "proxy"
+	CaptureIngest = "ingest"
 )
 
 // DefaultChunkEventNames are the chunk event names recognised by default.
@@ -57,6 +66,7 @@ const (
 	AttrHTTPStatusCode        = "http.response.status_code"
 	AttrErrorType             = "error.type"
 	AttrServiceName           = "service.name"
+	AttrServiceInstanceID     = "service.instance.id"
 )
 
 // Derived stream figures (docs/contract.md section 4). Durations are doubles in milliseconds.

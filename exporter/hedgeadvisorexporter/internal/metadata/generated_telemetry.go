@@ -23,11 +23,13 @@ func Tracer(settings component.TelemetrySettings) trace.Tracer {
 // TelemetryBuilder provides an interface for components to report telemetry
 // as defined in metadata and user config.
 type TelemetryBuilder struct {
-	meter                                metric.Meter
-	mu                                   sync.Mutex
-	registrations                        []metric.Registration
-	ExporterHedgeAdvisorAttemptsDropped  metric.Int64Counter
-	ExporterHedgeAdvisorAttemptsRecorded metric.Int64Counter
+	meter                                 metric.Meter
+	mu                                    sync.Mutex
+	registrations                         []metric.Registration
+	ExporterHedgeAdvisorAttemptsCapped    metric.Int64Counter
+	ExporterHedgeAdvisorAttemptsDropped   metric.Int64Counter
+	ExporterHedgeAdvisorAttemptsRecorded  metric.Int64Counter
+	ExporterHedgeAdvisorAttemptsUntrusted metric.Int64Counter
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -59,6 +61,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	}
 	builder.meter = Meter(settings)
 	var err, errs error
+	builder.ExporterHedgeAdvisorAttemptsCapped, err = builder.meter.Int64Counter(
+		"otelcol_exporter_hedge_advisor_attempts.capped",
+		metric.WithDescription("Number of attempt spans of which the client share cap refused some or all samples (their client held its share of the series' window) [Development]"),
+		metric.WithUnit("{span}"),
+	)
+	errs = errors.Join(errs, err)
 	builder.ExporterHedgeAdvisorAttemptsDropped, err = builder.meter.Int64Counter(
 		"otelcol_exporter_hedge_advisor_attempts.dropped",
 		metric.WithDescription("Number of attempt spans dropped because max_series was reached [Development]"),
@@ -68,6 +76,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	builder.ExporterHedgeAdvisorAttemptsRecorded, err = builder.meter.Int64Counter(
 		"otelcol_exporter_hedge_advisor_attempts.recorded",
 		metric.WithDescription("Number of attempt spans recorded into the advice (with a TTFT sample, a censored one, or gaps) [Development]"),
+		metric.WithUnit("{span}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ExporterHedgeAdvisorAttemptsUntrusted, err = builder.meter.Int64Counter(
+		"otelcol_exporter_hedge_advisor_attempts.untrusted",
+		metric.WithDescription("Number of attempt spans refused by trust (an ingest span, an unauthenticated request, or a resource without an allowed value); nothing of them is learned [Development]"),
 		metric.WithUnit("{span}"),
 	)
 	errs = errors.Join(errs, err)

@@ -21,6 +21,22 @@ func NewSettings(tt *componenttest.Telemetry) exporter.Settings {
 	return set
 }
 
+func AssertEqualExporterHedgeAdvisorAttemptsCapped(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_exporter_hedge_advisor_attempts.capped",
+		Description: "Number of attempt spans of which the client share cap refused some or all samples (their client held its share of the series' window) [Development]",
+		Unit:        "{span}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_exporter_hedge_advisor_attempts.capped")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualExporterHedgeAdvisorAttemptsDropped(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_exporter_hedge_advisor_attempts.dropped",
@@ -49,6 +65,22 @@ func AssertEqualExporterHedgeAdvisorAttemptsRecorded(t *testing.T, tt *component
 		},
 	}
 	got, err := tt.GetMetric("otelcol_exporter_hedge_advisor_attempts.recorded")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualExporterHedgeAdvisorAttemptsUntrusted(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_exporter_hedge_advisor_attempts.untrusted",
+		Description: "Number of attempt spans refused by trust (an ingest span, an unauthenticated request, or a resource without an allowed value); nothing of them is learned [Development]",
+		Unit:        "{span}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_exporter_hedge_advisor_attempts.untrusted")
 	require.NoError(t, err)
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }

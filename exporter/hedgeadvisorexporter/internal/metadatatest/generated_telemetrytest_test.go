@@ -19,12 +19,20 @@ func TestSetupTelemetry(t *testing.T) {
 	tb, err := metadata.NewTelemetryBuilder(testTel.NewTelemetrySettings())
 	require.NoError(t, err)
 	defer tb.Shutdown()
+	tb.ExporterHedgeAdvisorAttemptsCapped.Add(context.Background(), 1)
 	tb.ExporterHedgeAdvisorAttemptsDropped.Add(context.Background(), 1)
 	tb.ExporterHedgeAdvisorAttemptsRecorded.Add(context.Background(), 1)
+	tb.ExporterHedgeAdvisorAttemptsUntrusted.Add(context.Background(), 1)
+	AssertEqualExporterHedgeAdvisorAttemptsCapped(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
 	AssertEqualExporterHedgeAdvisorAttemptsDropped(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualExporterHedgeAdvisorAttemptsRecorded(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualExporterHedgeAdvisorAttemptsUntrusted(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 

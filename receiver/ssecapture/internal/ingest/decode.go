@@ -672,6 +672,7 @@ func (b *bodyDecoder) build(v validRecord) {
 	// FromRaw builds the map in one pass (PutEmpty would search the map on
 	// every insert); the values are all of the types it takes.
 	_ = span.Attributes().FromRaw(b.rec.attrs)
+	span.Attributes().PutStr(semconv.AttrCapture, semconv.CaptureIngest) // a record cannot set llm.stream.*
 	events := span.Events()
 	events.EnsureCapacity(len(v.chunks))
 	for _, at := range v.chunks {

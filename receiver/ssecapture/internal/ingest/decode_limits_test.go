@@ -75,7 +75,8 @@ func TestDecodeNewLimits(t *testing.T) {
 	td, n, err := testDecoder(3, 5).decodeBytes([]byte(body))
 	require.Nil(t, err)
 	assert.Equal(t, 1, n)
-	assert.Equal(t, defaultMaxAttrs, td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).Attributes().Len())
+	assert.Equal(t, defaultMaxAttrs+1, td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).Attributes().Len(),
+		"the record's attributes and llm.stream.capture")
 }
 
 // countingReader counts the bytes the decoder pulled from the body.

@@ -192,9 +192,14 @@ func FuzzDecodeRecords(f *testing.F) {
 				require.Positive(t, uint64(s.StartTimestamp()))
 				require.GreaterOrEqual(t, s.EndTimestamp(), s.StartTimestamp())
 				require.LessOrEqual(t, len(s.Name()), 64)
-				require.LessOrEqual(t, s.Attributes().Len(), 8)
+				require.LessOrEqual(t, s.Attributes().Len(), 8+1)
 				require.LessOrEqual(t, s.Events().Len(), 50)
+				capture, _ := s.Attributes().Get(semconv.AttrCapture)
+				require.Equal(t, semconv.CaptureIngest, capture.AsString(), "the receiver marks the origin")
 				for k, v := range s.Attributes().All() {
+					if k == semconv.AttrCapture {
+						continue
+					}
 					require.False(t, strings.HasPrefix(k, semconv.StreamNamespace), "a record never sets a figure: %s", k)
 					require.NotEqual(t, "service.name", k, "service.name is moved to the resource")
 					require.NotEmpty(t, k)

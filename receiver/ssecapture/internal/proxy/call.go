@@ -314,6 +314,7 @@ func (c *call) fillSpan(span ptrace.Span, end int64) {
 	attrs := span.Attributes()
 	attrs.EnsureCapacity(16 + c.hedge.Len())
 	attrs.PutStr(semconv.AttrOperationName, op)
+	attrs.PutStr(semconv.AttrCapture, semconv.CaptureProxy)
 	provider := c.d.provider
 	if provider == "" {
 		provider = c.shape.Provider()
