@@ -48,6 +48,7 @@ func TestLoadConfig(t *testing.T) {
 			"histogram::relative_accuracy: must be in (0, 1), got 1.5",
 			"histogram::max_buckets must be at least 2, got 1",
 		}},
+		{name: "too_many_series", errs: []string{"max_series must be at most 10000 (about 1.3 GiB of collector memory with a Prometheus scrape: docs/deployment.md), got 100000"}},
 		{name: "too_fine", errs: []string{"histogram::relative_accuracy: 1e-07 is finer than scale 20 allows"}},
 		{name: "duplicate_dimension", errs: []string{
 			`dimensions[0]: duplicate or reserved dimension "gen_ai.request.model"`,

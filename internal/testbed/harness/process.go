@@ -143,6 +143,16 @@ func (p *Process) Stop(grace time.Duration) {
 	}
 }
 
+// Kill sends SIGKILL to the process group at once and waits for it to end:
+// a crash, with no chance to drain or flush.
+func (p *Process) Kill() {
+	if p.Exited() {
+		return
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	<-p.done
+}
+
 // ErrExited is returned by WaitHTTP when the process died while waited for.
 var ErrExited = errors.New("process exited")
 

@@ -28,8 +28,12 @@ type Sink struct {
 }
 
 // StartSink listens on a free loopback port.
-func StartSink() (*Sink, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+func StartSink() (*Sink, error) { return StartSinkAt("127.0.0.1:0") }
+
+// StartSinkAt listens on addr: a test that starts a collector before its
+// backend picks the port first and brings the sink up later.
+func StartSinkAt(addr string) (*Sink, error) {
+	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
