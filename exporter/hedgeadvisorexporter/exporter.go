@@ -19,7 +19,7 @@ import (
 	"github.com/streamstall/streamstall/exporter/hedgeadvisorexporter/internal/attempt"
 	"github.com/streamstall/streamstall/exporter/hedgeadvisorexporter/internal/metadata"
 	"github.com/streamstall/streamstall/internal/advice"
-	"github.com/streamstall/streamstall/internal/semconv"
+	"github.com/streamstall/streamstall/internal/dimension"
 )
 
 // AdvicePath is where the advice is served.
@@ -53,10 +53,7 @@ func newAdvisor(set exporter.Settings, cfg *Config, clock clockwork.Clock) (*adv
 	if err != nil {
 		return nil, fmt.Errorf("creating the hedge_advisor telemetry: %w", err)
 	}
-	dims := make([]string, len(cfg.Dimensions))
-	for i, d := range cfg.Dimensions {
-		dims[i] = d.Name
-	}
+	dims := dimension.Names(cfg.Dimensions)
 	return &advisor{
 		cfg:       cfg,
 		set:       set,
@@ -67,7 +64,7 @@ func newAdvisor(set exporter.Settings, cfg *Config, clock clockwork.Clock) (*adv
 			TTFTQuantile: cfg.TTFTQuantile, GapQuantile: cfg.GapQuantile,
 			MinSamples: cfg.MinSamples, MaxSeries: cfg.MaxSeries, MaxLabelLength: cfg.MaxLabelLength,
 		}, dims),
-		reader: attempt.NewReader(semconv.DefaultChunkEventNames()),
+		reader: attempt.NewReader(cfg.ChunkEvents),
 		dims:   dims,
 		key:    advice.Key{Dims: make([]string, len(dims))},
 	}, nil
@@ -110,9 +107,13 @@ func (a *advisor) shutdown(ctx context.Context) error {
 }
 
 // consumeTraces records every attempt span of the batch under one lock.
-// Nothing is refused: a span that is not an attempt is skipped.
+// Nothing is refused: a span that is not an attempt is skipped, and so is
+// one whose times are implausible (counted).
 func (a *advisor) consumeTraces(ctx context.Context, td ptrace.Traces) error {
-	recorded, dropped := a.record(td)
+	recorded, dropped, implausible := a.record(td)
+	if implausible > 0 {
+		a.telemetry.ExporterHedgeAdvisorAttemptsImplausible.Add(ctx, implausible)
+	}
 	if recorded > 0 {
 		a.telemetry.ExporterHedgeAdvisorAttemptsRecorded.Add(ctx, recorded)
 	}
@@ -123,7 +124,7 @@ func (a *advisor) consumeTraces(ctx context.Context, td ptrace.Traces) error {
 }
 
 // record adds the attempts of td to the store and counts them.
-func (a *advisor) record(td ptrace.Traces) (recorded, dropped int64) {
+func (a *advisor) record(td ptrace.Traces) (recorded, dropped, implausible int64) {
 	now := a.clock.Now().UnixNano()
 	a.store.Lock()
 	defer a.store.Unlock()
@@ -136,6 +137,11 @@ func (a *advisor) record(td ptrace.Traces) (recorded, dropped int64) {
 			for k := range spans.Len() {
 				span := spans.At(k)
 				at := a.reader.Read(span)
+				if at.Kind == attempt.Implausible {
+					implausible++
+					a.set.Logger.Debug("Skipping an attempt with implausible times", zap.Error(a.reader.Problem), zap.String("span", span.Name()))
+					continue
+				}
 				if at.Provider == "" || at.Kind == attempt.Skip && len(at.Gaps) == 0 {
 					continue // not an attempt, or one that tells nothing
 				}
@@ -160,7 +166,7 @@ func (a *advisor) record(td ptrace.Traces) (recorded, dropped int64) {
 		a.set.Logger.Warn("max_series reached: attempts of new series are dropped until a series is idle for a window",
 			zap.Int("max_series", a.cfg.MaxSeries), zap.Int64("dropped", dropped))
 	}
-	return recorded, dropped
+	return recorded, dropped, implausible
 }
 
 func (a *advisor) fillKey(at attempt.Attempt, span, resource pcommon.Map) {

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 
 	"github.com/streamstall/streamstall/exporter/hedgeadvisorexporter/internal/metadata"
+	"github.com/streamstall/streamstall/internal/figures"
 )
 
 const (
@@ -44,6 +45,7 @@ func createDefaultConfig() component.Config {
 		Window:         defaultWindow,
 		MaxSeries:      defaultMaxSeries,
 		MaxLabelLength: defaultMaxLabelLength,
+		ChunkEvents:    figures.DefaultChunkEventsConfig(),
 	}
 }
 

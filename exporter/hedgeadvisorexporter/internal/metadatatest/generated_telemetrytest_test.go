@@ -20,8 +20,12 @@ func TestSetupTelemetry(t *testing.T) {
 	require.NoError(t, err)
 	defer tb.Shutdown()
 	tb.ExporterHedgeAdvisorAttemptsDropped.Add(context.Background(), 1)
+	tb.ExporterHedgeAdvisorAttemptsImplausible.Add(context.Background(), 1)
 	tb.ExporterHedgeAdvisorAttemptsRecorded.Add(context.Background(), 1)
 	AssertEqualExporterHedgeAdvisorAttemptsDropped(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualExporterHedgeAdvisorAttemptsImplausible(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualExporterHedgeAdvisorAttemptsRecorded(t, testTel,
