@@ -216,4 +216,3 @@ func (p *stallProcessor) writeStallEvents(events ptrace.SpanEventSlice, stalls [
 		evAttrs.PutInt(semconv.AttrStallEventGaps, int64(st.Gaps))
 	}
 }
-

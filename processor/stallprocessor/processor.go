@@ -31,8 +31,8 @@ type stallProcessor struct {
 
 // scratch is the reusable working memory of one batch.
 type scratch struct {
-	chunks     figures.Chunks
-	stalls     []figures.Stall
+	chunks figures.Chunks
+	stalls []figures.Stall
 	// chunkMask marks which events of the current span are chunks, so that
 	// drop_chunk_events removes exactly what was measured.
 	chunkMask []bool

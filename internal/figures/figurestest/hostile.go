@@ -80,7 +80,9 @@ func (s Span) CopyTo(span ptrace.Span) {
 	}
 }
 
-func at(ms int64) pcommon.Timestamp { return pcommon.Timestamp(int64(Start) + ms*int64(time.Millisecond)) }
+func at(ms int64) pcommon.Timestamp {
+	return pcommon.Timestamp(int64(Start) + ms*int64(time.Millisecond))
+}
 
 func chunks(msOffsets ...int64) []Event {
 	out := make([]Event, len(msOffsets))
