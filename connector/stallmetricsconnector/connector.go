@@ -43,12 +43,11 @@ type stallMetrics struct {
 	attrs    []aggregate.Attribute
 	evidence figures.Chunks
 	stalls   []figures.Stall
-	// inconsistent and implausible count the spans of the current batch
-	// whose figures failed figures.Check, or whose times are implausible;
-	// overflowLogged is set once max_series was reported in the log since
-	// Start.
-	inconsistent, implausible int64
-	overflowLogged            bool
+	// refused counts the spans of the current batch whose figures were
+	// inconsistent or implausible; overflowLogged is set once max_series
+	// was reported in the log since Start.
+	refused        figures.Refusals
+	overflowLogged bool
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -174,7 +173,7 @@ func (*stallMetrics) Capabilities() consumer.Capabilities {
 // past max_series go to the overflow points.
 func (c *stallMetrics) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
 	c.mu.Lock()
-	c.inconsistent, c.implausible = 0, 0
+	c.refused = figures.Refusals{}
 	for _, rs := range td.ResourceSpans().All() {
 		res := rs.Resource().Attributes()
 		for _, ss := range rs.ScopeSpans().All() {
@@ -183,7 +182,7 @@ func (c *stallMetrics) ConsumeTraces(ctx context.Context, td ptrace.Traces) erro
 			}
 		}
 	}
-	inconsistent, implausible := c.inconsistent, c.implausible
+	refused := c.refused
 	overflowed := c.metrics.takeOverflowed()
 	logOverflow := overflowed > 0 && !c.overflowLogged
 	c.overflowLogged = c.overflowLogged || logOverflow
@@ -196,11 +195,11 @@ func (c *stallMetrics) ConsumeTraces(ctx context.Context, td ptrace.Traces) erro
 	if overflowed > 0 {
 		c.telemetry.ConnectorStallMetricsPointsOverflowed.Add(ctx, overflowed)
 	}
-	if inconsistent > 0 {
-		c.telemetry.ConnectorStallMetricsSpansInconsistent.Add(ctx, inconsistent)
+	if refused.Inconsistent > 0 {
+		c.telemetry.ConnectorStallMetricsSpansInconsistent.Add(ctx, refused.Inconsistent)
 	}
-	if implausible > 0 {
-		c.telemetry.ConnectorStallMetricsSpansImplausible.Add(ctx, implausible)
+	if refused.Implausible > 0 {
+		c.telemetry.ConnectorStallMetricsSpansImplausible.Add(ctx, refused.Implausible)
 	}
 	return nil
 }

@@ -1,7 +1,6 @@
 package stallmetricsconnector // import "github.com/streamstall/streamstall/connector/stallmetricsconnector"
 
 import (
-	"errors"
 	"math"
 	"time"
 
@@ -93,15 +92,9 @@ func (c *stallMetrics) judge(span ptrace.Span, fig *figures.Reported) bool {
 	if err == nil {
 		return true
 	}
-	msg := "Skipping a span with inconsistent stream figures"
-	if errors.Is(err, figures.ErrImplausible) {
-		c.implausible++
-		msg = "Skipping a span with implausible stream times"
-	} else {
-		c.inconsistent++
-	}
+	reason := c.refused.Count(err)
 	if c.logger.Core().Enabled(zap.DebugLevel) {
-		c.logger.Debug(msg, zap.Error(err), zap.String("span", span.Name()), zap.Stringer("trace_id", span.TraceID()))
+		c.logger.Debug("Skipping a span with "+reason, zap.Error(err), zap.String("span", span.Name()), zap.Stringer("trace_id", span.TraceID()))
 	}
 	return false
 }
@@ -161,7 +154,7 @@ func (c *stallMetrics) recordWaste(span ptrace.Span, fig *figures.Reported, trus
 		if d := time.Duration(end - start); d <= c.chunks.MaxDuration() {
 			c.record(c.metrics.wastedTime, c.attrs, d.Seconds(), "span duration", span)
 		} else if trusted || !fig.Any() {
-			c.implausible++
+			c.refused.Implausible++
 		}
 	}
 	source := aggregate.Attribute{Name: semconv.AttrHedgeWastedSource, Present: true}

@@ -278,3 +278,20 @@ func (s nameSet) contains(name string) bool {
 	}
 	return false
 }
+
+// Refusals counts the spans whose figures a component refused, by reason.
+type Refusals struct {
+	// Inconsistent counts figure sets that fail Reported.Check;
+	// Implausible, times or figures that wrap ErrImplausible.
+	Inconsistent, Implausible int64
+}
+
+// Count counts the refusal err and returns its reason, for a log line.
+func (r *Refusals) Count(err error) (reason string) {
+	if errors.Is(err, ErrImplausible) {
+		r.Implausible++
+		return "implausible stream times"
+	}
+	r.Inconsistent++
+	return "inconsistent stream figures"
+}

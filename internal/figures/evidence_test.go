@@ -2,6 +2,7 @@ package figures_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -199,4 +200,11 @@ func TestOutputTokensAndLoser(t *testing.T) {
 	m = pcommon.NewMap()
 	m.PutStr(semconv.AttrHedgeOutcome, semconv.HedgeOutcomeLoser)
 	assert.True(t, figures.IsHedgeLoser(m))
+}
+
+func TestRefusals(t *testing.T) {
+	var r figures.Refusals
+	assert.Equal(t, "implausible stream times", r.Count(fmt.Errorf("x: %w", figures.ErrImplausible)))
+	assert.Equal(t, "inconsistent stream figures", r.Count(errors.New("llm.stream.stall_ms: must be positive")))
+	assert.Equal(t, figures.Refusals{Inconsistent: 1, Implausible: 1}, r)
 }

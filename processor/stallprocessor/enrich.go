@@ -2,7 +2,6 @@ package stallprocessor // import "github.com/streamstall/streamstall/processor/s
 
 import (
 	"context"
-	"errors"
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/ottl/contexts/ottlspanevent"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -85,15 +84,9 @@ func (p *stallProcessor) removeFigures(span ptrace.Span, hasStallEvents bool, er
 	if hasStallEvents {
 		span.Events().RemoveIf(func(ev ptrace.SpanEvent) bool { return ev.Name() == semconv.EventStall })
 	}
-	msg := "Removed inconsistent stream figures from a span without chunk events"
-	if errors.Is(err, figures.ErrImplausible) {
-		tally.implausible++
-		msg = "Skipped a span with implausible stream times"
-	} else {
-		tally.inconsistent++
-	}
+	reason := tally.refused.Count(err)
 	if p.logger.Core().Enabled(zap.DebugLevel) {
-		p.logger.Debug(msg, zap.Error(err), zap.String("span", span.Name()), zap.Stringer("trace_id", span.TraceID()))
+		p.logger.Debug("Removed the stream figures of a span with "+reason, zap.Error(err), zap.String("span", span.Name()), zap.Stringer("trace_id", span.TraceID()))
 	}
 }
 

@@ -41,7 +41,8 @@ type scratch struct {
 
 // batchTally counts what one batch did, for the component telemetry.
 type batchTally struct {
-	enriched, stalls, losers, inconsistent, implausible int64
+	enriched, stalls, losers int64
+	refused                  figures.Refusals
 }
 
 func newStallProcessor(set processor.Settings, cfg *Config) (*stallProcessor, error) {
@@ -79,8 +80,8 @@ func (p *stallProcessor) processTraces(ctx context.Context, td ptrace.Traces) (p
 	p.telemetry.ProcessorStallSpansEnriched.Add(ctx, tally.enriched)
 	p.telemetry.ProcessorStallStallsFound.Add(ctx, tally.stalls)
 	p.telemetry.ProcessorStallLosersFlagged.Add(ctx, tally.losers)
-	p.telemetry.ProcessorStallInconsistentFiguresRemoved.Add(ctx, tally.inconsistent)
-	p.telemetry.ProcessorStallSpansImplausible.Add(ctx, tally.implausible)
+	p.telemetry.ProcessorStallInconsistentFiguresRemoved.Add(ctx, tally.refused.Inconsistent)
+	p.telemetry.ProcessorStallSpansImplausible.Add(ctx, tally.refused.Implausible)
 	clear(s.attempts) // release the spans of this batch
 	return td, err
 }
