@@ -250,7 +250,7 @@ func countValidChunks(td ptrace.Traces) []int64 {
 		for j := 0; j < spans.At(i).Events().Len(); j++ {
 			ev := spans.At(i).Events().At(j)
 			ts := uint64(ev.Timestamp())
-			if !(ev.Name() == semconv.EventChunk || ev.Name() == semconv.EventChunkLegacy) || ts == 0 {
+			if (ev.Name() != semconv.EventChunk && ev.Name() != semconv.EventChunkLegacy) || ts == 0 {
 				continue
 			}
 			implausible = implausible || ts > math.MaxInt64
