@@ -10,6 +10,7 @@ import (
 
 	"github.com/streamstall/streamstall/internal/dimension"
 	"github.com/streamstall/streamstall/internal/exphist"
+	"github.com/streamstall/streamstall/internal/figures"
 	"github.com/streamstall/streamstall/internal/semconv"
 )
 
@@ -37,16 +38,6 @@ const (
 	TemporalityDelta      = "delta"
 )
 
-// Dimension is an extra span or resource attribute to aggregate by. When a
-// span and its resource both lack it, Default is used if set; otherwise the
-// dimension is left off the data point.
-type Dimension struct {
-	Name    string  `mapstructure:"name"`
-	Default *string `mapstructure:"default"`
-	// prevent unkeyed literal initialization
-	_ struct{}
-}
-
 // HistogramConfig sizes the exponential histograms.
 type HistogramConfig struct {
 	// RelativeAccuracy is the largest relative error tolerated on any quantile;
@@ -63,7 +54,13 @@ type HistogramConfig struct {
 type Config struct {
 	// Dimensions are added to the default ones: resource service.name,
 	// gen_ai.provider.name, gen_ai.request.model and gen_ai.operation.name.
-	Dimensions []Dimension `mapstructure:"dimensions"`
+	// When a span and its resource both lack one, its default is used if
+	// set; otherwise the dimension is left off the data point.
+	Dimensions []dimension.Dimension `mapstructure:"dimensions"`
+	// ChunkEvents selects the chunk events whose gaps and stalls are
+	// recorded, as the stall processor's chunk_events does (the same
+	// names, max_duration and defaults; set them alike).
+	ChunkEvents figures.ChunkEventsConfig `mapstructure:"chunk_events"`
 	// Losers is "exclude" (hedge losers reach only llm.hedge.attempts) or
 	// "separate" (they are recorded under llm.hedge.outcome = loser).
 	Losers string `mapstructure:"losers"`
@@ -137,14 +134,7 @@ func (c *Config) Validate() error {
 	if c.Histogram.MaxBuckets < exphist.MinMaxBuckets {
 		errs = append(errs, fmt.Errorf("histogram::max_buckets must be at least %d, got %d", exphist.MinMaxBuckets, c.Histogram.MaxBuckets))
 	}
-	errs = append(errs, dimension.Check(c.dimensionNames(), reservedDimensions...)...)
+	errs = append(errs, c.ChunkEvents.Check()...)
+	errs = append(errs, dimension.Check(c.Dimensions, reservedDimensions...)...)
 	return errors.Join(errs...)
-}
-
-func (c *Config) dimensionNames() []string {
-	names := make([]string, len(c.Dimensions))
-	for i, d := range c.Dimensions {
-		names[i] = d.Name
-	}
-	return names
 }

@@ -12,6 +12,8 @@ import (
 	"go.opentelemetry.io/collector/confmap/confmaptest"
 
 	"github.com/streamstall/streamstall/connector/stallmetricsconnector/internal/metadata"
+	"github.com/streamstall/streamstall/internal/dimension"
+	"github.com/streamstall/streamstall/internal/figures"
 )
 
 func TestLoadConfig(t *testing.T) {
@@ -27,13 +29,14 @@ func TestLoadConfig(t *testing.T) {
 		{
 			name: "full",
 			expected: &Config{
-				Dimensions:              []Dimension{{Name: "server.address"}, {Name: "deployment.environment.name", Default: &unknown}},
+				Dimensions:              []dimension.Dimension{{Name: "server.address"}, {Name: "deployment.environment.name", Default: &unknown}},
 				Losers:                  LosersSeparate,
 				Temporality:             TemporalityDelta,
 				MetricNames:             MetricNamesBoth,
 				FlushInterval:           30 * time.Second,
 				MaxSeries:               500,
 				MaxDimensionValueLength: 64,
+				ChunkEvents:             figures.ChunkEventsConfig{Names: []string{"my.chunk"}, MaxDuration: 2 * time.Hour},
 				Histogram:               HistogramConfig{RelativeAccuracy: 0.02, MaxBuckets: 320},
 			},
 		},
@@ -55,6 +58,10 @@ func TestLoadConfig(t *testing.T) {
 			`dimensions[2]: duplicate or reserved dimension "team"`,
 		}},
 		{name: "empty_dimension", errs: []string{"dimensions[0]: name must not be empty"}},
+		{name: "bad_chunk_events", errs: []string{
+			`chunk_events::names[0]: "llm.stream.keepalive" is never a content chunk`,
+			"chunk_events::max_duration: must be positive, got 0s",
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -18,7 +18,6 @@ import (
 	"github.com/streamstall/streamstall/connector/stallmetricsconnector/internal/metadata"
 	"github.com/streamstall/streamstall/internal/exphist"
 	"github.com/streamstall/streamstall/internal/figures"
-	"github.com/streamstall/streamstall/internal/semconv"
 )
 
 // stallMetrics turns streaming spans into the metrics of docs/contract.md section 6.
@@ -32,8 +31,8 @@ type stallMetrics struct {
 	clock     clockwork.Clock
 	version   string
 
-	extra      []extraDimension
-	chunkNames map[string]bool
+	extra  []extraDimension
+	chunks *figures.ChunkReader
 
 	mu      sync.Mutex
 	metrics seriesSet
@@ -41,13 +40,13 @@ type stallMetrics struct {
 	// delta points (the previous flush).
 	start, intervalStart pcommon.Timestamp
 	// Scratch reused across spans, guarded by mu.
-	attrs      []aggregate.Attribute
-	chunkTimes []int64
-	stalls     []figures.Stall
-	// inconsistent counts the spans of the current batch whose figures
-	// failed figures.Check; overflowLogged is set once max_series was
-	// reported in the log since Start.
-	inconsistent   int64
+	attrs    []aggregate.Attribute
+	evidence figures.Chunks
+	stalls   []figures.Stall
+	// refused counts the spans of the current batch whose figures were
+	// inconsistent or implausible; overflowLogged is set once max_series
+	// was reported in the log since Start.
+	refused        figures.Refusals
 	overflowLogged bool
 
 	cancel context.CancelFunc
@@ -82,16 +81,13 @@ func newStallMetrics(set connector.Settings, cfg *Config, next consumer.Metrics,
 		return nil, fmt.Errorf("creating the stall_metrics telemetry: %w", err)
 	}
 	c := &stallMetrics{
-		config:     *cfg,
-		logger:     set.Logger,
-		telemetry:  tb,
-		next:       next,
-		clock:      clock,
-		version:    set.BuildInfo.Version,
-		chunkNames: make(map[string]bool),
-	}
-	for _, name := range semconv.DefaultChunkEventNames() {
-		c.chunkNames[name] = true
+		config:    *cfg,
+		logger:    set.Logger,
+		telemetry: tb,
+		next:      next,
+		clock:     clock,
+		version:   set.BuildInfo.Version,
+		chunks:    figures.NewChunkReader(cfg.ChunkEvents),
 	}
 	for _, d := range cfg.Dimensions {
 		e := extraDimension{name: d.Name}
@@ -173,11 +169,11 @@ func (*stallMetrics) Capabilities() consumer.Capabilities {
 }
 
 // ConsumeTraces records every span of the batch. It never fails: a span
-// whose figures are inconsistent records no streaming metric, and values
+// whose figures are inconsistent or implausible records no streaming metric, and values
 // past max_series go to the overflow points.
 func (c *stallMetrics) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
 	c.mu.Lock()
-	c.inconsistent = 0
+	c.refused = figures.Refusals{}
 	for _, rs := range td.ResourceSpans().All() {
 		res := rs.Resource().Attributes()
 		for _, ss := range rs.ScopeSpans().All() {
@@ -186,7 +182,7 @@ func (c *stallMetrics) ConsumeTraces(ctx context.Context, td ptrace.Traces) erro
 			}
 		}
 	}
-	inconsistent := c.inconsistent
+	refused := c.refused
 	overflowed := c.metrics.takeOverflowed()
 	logOverflow := overflowed > 0 && !c.overflowLogged
 	c.overflowLogged = c.overflowLogged || logOverflow
@@ -199,8 +195,11 @@ func (c *stallMetrics) ConsumeTraces(ctx context.Context, td ptrace.Traces) erro
 	if overflowed > 0 {
 		c.telemetry.ConnectorStallMetricsPointsOverflowed.Add(ctx, overflowed)
 	}
-	if inconsistent > 0 {
-		c.telemetry.ConnectorStallMetricsSpansInconsistent.Add(ctx, inconsistent)
+	if refused.Inconsistent > 0 {
+		c.telemetry.ConnectorStallMetricsSpansInconsistent.Add(ctx, refused.Inconsistent)
+	}
+	if refused.Implausible > 0 {
+		c.telemetry.ConnectorStallMetricsSpansImplausible.Add(ctx, refused.Implausible)
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
+	"github.com/streamstall/streamstall/internal/dimension"
 	"github.com/streamstall/streamstall/internal/semconv"
 	"github.com/streamstall/streamstall/processor/stallprocessor"
 )
@@ -403,7 +404,7 @@ func TestDroppedChunkEvents(t *testing.T) {
 func TestExtraDimensions(t *testing.T) {
 	cfg := defaultConfig()
 	unknown := "unknown"
-	cfg.Dimensions = []Dimension{{Name: "server.address"}, {Name: "deployment.environment.name", Default: &unknown}, {Name: "team"}}
+	cfg.Dimensions = []dimension.Dimension{{Name: "server.address"}, {Name: "deployment.environment.name", Default: &unknown}, {Name: "team"}}
 	p := newPipeline(t, cfg, nil)
 	p.start()
 	withAddress := oneChunk

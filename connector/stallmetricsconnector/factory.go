@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/collector/consumer"
 
 	"github.com/streamstall/streamstall/connector/stallmetricsconnector/internal/metadata"
+	"github.com/streamstall/streamstall/internal/figures"
 )
 
 const (
@@ -40,6 +41,7 @@ func createDefaultConfig() component.Config {
 		FlushInterval:           defaultFlushInterval,
 		MaxSeries:               defaultMaxSeries,
 		MaxDimensionValueLength: defaultMaxDimensionValueLength,
+		ChunkEvents:             figures.DefaultChunkEventsConfig(),
 		Histogram: HistogramConfig{
 			RelativeAccuracy: defaultRelativeAccuracy,
 			MaxBuckets:       defaultMaxBuckets,

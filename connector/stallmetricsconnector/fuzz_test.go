@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"math"
 	"testing"
+	"time"
 
 	"github.com/jonboulle/clockwork"
 	"go.opentelemetry.io/collector/consumer/consumertest"
@@ -12,18 +13,17 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"github.com/streamstall/streamstall/internal/exphist"
 	"github.com/streamstall/streamstall/internal/figures"
 	"github.com/streamstall/streamstall/internal/semconv"
 )
 
 // FuzzConsumeTraces feeds spans whose figures and events are arbitrary, as a
 // foreign or broken producer could send them: the connector must never
-// panic, count every streaming winner with consistent figures once, record
-// nothing but the hedge attempt (and a loser's waste) for a span with
-// inconsistent figures, count a loser's chunks as wasted tokens only from
-// consistent figures, and export data points whose buckets add up to their
-// count.
+// panic, count every streaming winner with trusted figures (consistent, and
+// plausible with its chunk events) once, record nothing but the hedge
+// attempt (and a loser's waste) for any other span, count a loser's chunks
+// as wasted tokens only from trusted figures, and export data points whose
+// buckets add up to their count.
 func FuzzConsumeTraces(f *testing.F) {
 	f.Add(int64(8), 100.0, 9250.0, 250.0, 2000.0, int64(2), 9000.0, false, []byte{1, 0, 0, 0, 0, 0, 0, 100}, 6000.0)
 	f.Add(int64(1), -1.0, math.NaN(), math.Inf(1), -3.0, int64(-1), 1e308, true, []byte{}, 0.0)
@@ -75,7 +75,8 @@ func FuzzConsumeTraces(f *testing.F) {
 		}
 		fig := figures.ReadAttributes(attrs)
 		fig.ReadStallEvents(span.Events())
-		consistent := fig.Check() == nil
+		reader := figures.NewChunkReader(figures.DefaultChunkEventsConfig())
+		trusted := reader.CheckFigures(&fig) == nil && reader.Read(span, new(figures.Chunks)) == nil
 		if err := c.ConsumeTraces(context.Background(), td); err != nil {
 			t.Fatal(err)
 		}
@@ -103,8 +104,8 @@ func FuzzConsumeTraces(f *testing.F) {
 						if m.Type() != pmetric.MetricTypeExponentialHistogram {
 							continue
 						}
-						if !consistent && m.Name() != semconv.MetricHedgeWastedTime {
-							t.Fatalf("%s recorded from inconsistent figures", m.Name())
+						if !trusted && m.Name() != semconv.MetricHedgeWastedTime {
+							t.Fatalf("%s recorded from untrusted figures", m.Name())
 						}
 						for _, dp := range m.ExponentialHistogram().DataPoints().All() {
 							total := dp.ZeroCount()
@@ -120,7 +121,7 @@ func FuzzConsumeTraces(f *testing.F) {
 			}
 		}
 		wantCalls := int64(0)
-		if chunkCount >= 1 && !loser && consistent {
+		if chunkCount >= 1 && !loser && trusted {
 			wantCalls = 1
 		}
 		if calls != wantCalls || attempts != 1 {
@@ -129,11 +130,11 @@ func FuzzConsumeTraces(f *testing.F) {
 		// No usage on the span: a loser's tokens are its chunk count, when
 		// its figures can be trusted.
 		wantTokens := int64(0)
-		if loser && consistent {
+		if loser && trusted {
 			wantTokens = chunkCount
 		}
 		wantDurations := uint64(0)
-		if end := uint64(chunkCount); loser && end >= 1_000 && exphist.Valid(float64(end-1_000)/1e9) {
+		if end := uint64(chunkCount); loser && end >= 1_000 && end-1_000 <= uint64(time.Hour) {
 			wantDurations = 1
 		}
 		if wastedTokens != wantTokens || wastedDurations != wantDurations {

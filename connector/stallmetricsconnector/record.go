@@ -2,7 +2,7 @@ package stallmetricsconnector // import "github.com/streamstall/streamstall/conn
 
 import (
 	"math"
-	"strconv"
+	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -28,45 +28,31 @@ var (
 //
 // A span carrying llm.hedge.attempt is a hedge attempt and counts in
 // llm.hedge.attempts, loser or not. A span carrying figure attributes
-// (written by the stall processor) is a streaming call when figures.Check
-// finds them consistent; an inconsistent span records no streaming metric,
-// not even llm.stream.calls, since its llm.stream.chunk_count is one of the
-// figures that cannot be trusted. A streaming call's per-call figures come
-// from the processor's attributes; its per-gap and per-stall figures from
-// its chunk events through figures.Derive when the events are still on the
-// span, else from the processor's llm.stream.stall events (see
+// (written by the stall processor) is a streaming call when they are
+// consistent (figures.Check), their stream is not longer than
+// chunk_events::max_duration, and its chunk events, if it still has any,
+// are plausible (figures.ChunkReader); any other span with figures records
+// no streaming metric, not even llm.stream.calls, and is counted. A
+// streaming call's per-call figures come from the processor's attributes;
+// its per-gap and per-stall figures from its chunk events when they are
+// still on the span, else from the processor's llm.stream.stall events (see
 // recordGapsAndStalls). A loser's waste (its output tokens and span
 // duration) is recorded in both losers modes; losers stop before the
 // streaming metrics unless losers is "separate".
 func (c *stallMetrics) recordSpan(res pcommon.Map, span ptrace.Span) {
 	attrs := span.Attributes()
 	c.readDimensions(res, attrs)
-	loser := isLoser(attrs)
+	loser := figures.IsHedgeLoser(attrs)
 	if _, ok := attrs.Get(semconv.AttrHedgeAttempt); ok {
 		c.recordAttempt(attrs, loser)
 	}
 
 	fig := figures.ReadAttributes(attrs)
-	consistent := !fig.Any()
-	if fig.Any() {
-		fig.ReadStallEvents(span.Events())
-		if err := fig.Check(); err != nil {
-			c.inconsistent++
-			if c.logger.Core().Enabled(zap.DebugLevel) {
-				c.logger.Debug("Skipping a span with inconsistent stream figures",
-					zap.Error(err), zap.String("span", span.Name()), zap.Stringer("trace_id", span.TraceID()))
-			}
-		} else {
-			consistent = true
-		}
-	}
+	trusted := fig.Any() && c.judge(span, &fig)
 	if loser {
-		c.recordWaste(span, &fig, consistent)
+		c.recordWaste(span, &fig, trusted)
 	}
-	if !fig.Any() || !consistent {
-		return
-	}
-	if loser && c.config.Losers == LosersExclude {
+	if !trusted || loser && c.config.Losers == LosersExclude {
 		return
 	}
 	// The outcome slot: absent for winners, "loser" for separated losers.
@@ -92,6 +78,25 @@ func (c *stallMetrics) recordSpan(res pcommon.Map, span ptrace.Span) {
 	}
 	c.attrs = append(c.attrs, stalledAttr)
 	*c.metrics.calls.Point(c.attrs).Value++
+}
+
+// judge reports whether the figures of a span can be recorded, reading its
+// chunk evidence into c.evidence on the way; a refused span is counted and
+// logged at debug level.
+func (c *stallMetrics) judge(span ptrace.Span, fig *figures.Reported) bool {
+	fig.ReadStallEvents(span.Events())
+	err := c.chunks.CheckFigures(fig)
+	if err == nil {
+		err = c.chunks.Read(span, &c.evidence)
+	}
+	if err == nil {
+		return true
+	}
+	reason := c.refused.Count(err)
+	if c.logger.Core().Enabled(zap.DebugLevel) {
+		c.logger.Debug("Skipping a span with "+reason, zap.Error(err), zap.String("span", span.Name()), zap.Stringer("trace_id", span.TraceID()))
+	}
+	return false
 }
 
 // readDimensions sets c.attrs to the dimensions of the span: the defaults,
@@ -139,20 +144,25 @@ func (c *stallMetrics) recordAttempt(attrs pcommon.Map, loser bool) {
 // recordWaste records what a hedge loser consumed, under the span's
 // dimensions: its span duration, and its output tokens from
 // gen_ai.usage.output_tokens when the span has a usable one, else its
-// content chunk count (only from a consistent figure set), each marked with
-// its llm.hedge.wasted.source. A loser without either records no tokens; a
-// span without a usable duration (unset or reversed times) records no
-// duration.
-func (c *stallMetrics) recordWaste(span ptrace.Span, fig *figures.Reported, consistent bool) {
+// content chunk count (only from a trusted figure set), each marked with its
+// llm.hedge.wasted.source. A loser without either records no tokens; a span
+// without a usable duration (unset or reversed times) records no duration,
+// nor does one longer than chunk_events::max_duration, which is counted as
+// implausible unless its figures already were.
+func (c *stallMetrics) recordWaste(span ptrace.Span, fig *figures.Reported, trusted bool) {
 	if start, end := span.StartTimestamp(), span.EndTimestamp(); start != 0 && end >= start {
-		c.record(c.metrics.wastedTime, c.attrs, float64(end-start)/1e9, "span duration", span)
+		if d := time.Duration(end - start); d <= c.chunks.MaxDuration() {
+			c.record(c.metrics.wastedTime, c.attrs, d.Seconds(), "span duration", span)
+		} else if trusted || !fig.Any() {
+			c.refused.Implausible++
+		}
 	}
 	source := aggregate.Attribute{Name: semconv.AttrHedgeWastedSource, Present: true}
-	tokens, ok := usageOutputTokens(span.Attributes())
+	tokens, ok := figures.OutputTokens(span.Attributes())
 	switch {
 	case ok:
 		source.Value = wastedUsageValue
-	case consistent && fig.Has(figures.IdxChunkCount):
+	case trusted && fig.Has(figures.IdxChunkCount):
 		tokens, source.Value = fig.Int(figures.IdxChunkCount), wastedChunksValue
 	default:
 		return
@@ -165,31 +175,6 @@ func (c *stallMetrics) recordWaste(span ptrace.Span, fig *figures.Reported, cons
 	*v = addSaturating(*v, tokens)
 }
 
-// usageOutputTokens reads gen_ai.usage.output_tokens, which instrumentations
-// write as an int, a double or a decimal string; ok is false when it is
-// absent, negative, or not a whole number of tokens that fits an int64.
-func usageOutputTokens(attrs pcommon.Map) (int64, bool) {
-	v, ok := attrs.Get(semconv.AttrUsageOutputTokens)
-	if !ok {
-		return 0, false
-	}
-	switch v.Type() {
-	case pcommon.ValueTypeInt:
-		return v.Int(), v.Int() >= 0
-	case pcommon.ValueTypeDouble:
-		d := v.Double()
-		if !(d >= 0 && d < math.MaxInt64) || d != math.Trunc(d) {
-			return 0, false
-		}
-		return int64(d), true
-	case pcommon.ValueTypeStr:
-		n, err := strconv.ParseInt(v.Str(), 10, 64)
-		return n, err == nil && n >= 0
-	default:
-		return 0, false
-	}
-}
-
 // addSaturating adds two non-negative counts, stopping at MaxInt64.
 func addSaturating(a, b int64) int64 {
 	if a > math.MaxInt64-b {
@@ -199,37 +184,27 @@ func addSaturating(a, b int64) int64 {
 }
 
 // recordGapsAndStalls records the gaps between chunks and the stalls, and
-// returns the number of stalls recorded. The chunk events are used only when
-// they are all there (as many as llm.stream.chunk_count): a span whose chunk
-// events were dropped, or named otherwise than the defaults, gets no gap
-// values, and its stalls come from the stall events.
+// returns the number of stalls recorded. The chunk events judge read into
+// c.evidence are used only when they are all there (as many as
+// llm.stream.chunk_count): a span whose chunk events were dropped, or
+// selected otherwise than by this connector's chunk_events (the processor's
+// conditions), gets no gap values, and its stalls come from the stall
+// events.
 func (c *stallMetrics) recordGapsAndStalls(span ptrace.Span, fig *figures.Reported, dims []aggregate.Attribute) int {
-	chunkCount := fig.Int(figures.IdxChunkCount)
-	c.chunkTimes = c.chunkTimes[:0]
-	for _, ev := range span.Events().All() {
-		// A timestamp past 2262 (above MaxInt64) is not a time: leaving it
-		// out makes the count differ, so the events are not used.
-		if ts := ev.Timestamp(); c.chunkNames[ev.Name()] && ts <= math.MaxInt64 {
-			c.chunkTimes = append(c.chunkTimes, int64(ts))
-		}
-	}
-	times := figures.PrepareChunkTimes(c.chunkTimes)
-	if int64(len(times)) != chunkCount {
+	ev := &c.evidence
+	if int64(len(ev.Times)) != fig.Int(figures.IdxChunkCount) {
 		return c.recordStallEvents(span, fig, dims)
 	}
-	// Gaps and derived stalls are valid durations by construction (sorted
-	// nanoseconds): each metric's point is looked up once per span.
+	// Judged chunk times are sorted and within max_duration of each other:
+	// every gap and stall is a valid duration, and each metric's point is
+	// looked up once per span.
 	gaps := c.metrics.perChunk.Point(dims).Value
-	for i := 1; i < len(times); i++ {
-		_ = gaps.Record(float64(times[i]-times[i-1]) / 1e9)
+	for i := 1; i < len(ev.Times); i++ {
+		_ = gaps.Record(float64(ev.Times[i]-ev.Times[i-1]) / 1e9)
 	}
-	// Check made the threshold positive and finite; past 292 years it is
-	// no gap's anyway.
-	threshold := int64(math.MaxInt64)
-	if ns := math.Round(fig.Float(figures.IdxStallThresholdMs) * 1e6); ns < math.MaxInt64 {
-		threshold = int64(ns)
-	}
-	f := figures.Derive(int64(span.StartTimestamp()), times, threshold, c.stalls)
+	// The stalls under the threshold the processor wrote (Check made it
+	// positive and finite).
+	f, _ := ev.Derive(figures.Nanos(fig.Float(figures.IdxStallThresholdMs)), c.stalls)
 	c.stalls = f.Stalls
 	if len(f.Stalls) > 0 {
 		stalls := c.metrics.stall.Point(dims).Value
@@ -319,13 +294,4 @@ func firstOf(dimension string, m pcommon.Map, names ...string) aggregate.Attribu
 		}
 	}
 	return aggregate.Attribute{Name: dimension}
-}
-
-// isLoser is the processor's flag, or the hedging client's own outcome.
-func isLoser(attrs pcommon.Map) bool {
-	if v, ok := attrs.Get(semconv.AttrHedgeLoser); ok && v.Type() == pcommon.ValueTypeBool && v.Bool() {
-		return true
-	}
-	v, ok := attrs.Get(semconv.AttrHedgeOutcome)
-	return ok && v.Type() == pcommon.ValueTypeStr && v.Str() == semconv.HedgeOutcomeLoser
 }

@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/streamstall/streamstall/connector/stallmetricsconnector/internal/metadatatest"
+	"github.com/streamstall/streamstall/internal/dimension"
 	"github.com/streamstall/streamstall/internal/semconv"
 )
 
@@ -160,7 +161,7 @@ func TestOverflowLoggedOnceAndCounted(t *testing.T) {
 func TestDimensionValueLength(t *testing.T) {
 	cfg := defaultConfig()
 	cfg.MaxDimensionValueLength = 8
-	cfg.Dimensions = []Dimension{{Name: "tags"}}
+	cfg.Dimensions = []dimension.Dimension{{Name: "tags"}}
 	o := newObserved(t, cfg)
 	td := processed(t,
 		call{service: "chat-api-frontend", attrs: genAI("openai", "gpt-4o-2024-08-06"), chunksMs: []int64{100}},

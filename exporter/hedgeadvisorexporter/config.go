@@ -13,18 +13,9 @@ import (
 	"go.opentelemetry.io/collector/confmap"
 
 	"github.com/streamstall/streamstall/internal/dimension"
+	"github.com/streamstall/streamstall/internal/figures"
 	"github.com/streamstall/streamstall/internal/semconv"
 )
-
-// Dimension is an extra span or resource attribute that splits the series
-// of a provider and model. When a span and its resource both lack it,
-// Default is used if set, the empty string otherwise.
-type Dimension struct {
-	Name    string  `mapstructure:"name"`
-	Default *string `mapstructure:"default"`
-	// prevent unkeyed literal initialization
-	_ struct{}
-}
 
 // Config is the configuration of the hedge_advisor exporter.
 type Config struct {
@@ -46,8 +37,10 @@ type Config struct {
 	// further series are dropped until a series idle for a window frees its
 	// place.
 	MaxSeries int `mapstructure:"max_series"`
-	// Dimensions split the series beyond provider and model.
-	Dimensions []Dimension `mapstructure:"dimensions"`
+	// Dimensions split the series beyond provider and model. When a span
+	// and its resource both lack one, its default is used if set, the empty
+	// string otherwise.
+	Dimensions []dimension.Dimension `mapstructure:"dimensions"`
 	// MaxLabelLength bounds the bytes of every provider, model and dimension
 	// value; longer values are cut.
 	MaxLabelLength int `mapstructure:"max_label_length"`
@@ -67,6 +60,10 @@ type Config struct {
 	// listener (http.Server.MaxHeaderBytes): larger ones get 431 before any
 	// authenticator runs.
 	MaxRequestHeaderBytes int `mapstructure:"max_request_header_bytes"`
+	// ChunkEvents selects the chunk events whose times are learned, as the
+	// stall processor's chunk_events does (the same names, max_duration and
+	// defaults; set them alike).
+	ChunkEvents figures.ChunkEventsConfig `mapstructure:"chunk_events"`
 	// prevent unkeyed literal initialization
 	_ struct{}
 }
@@ -171,14 +168,7 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("trust.resource_attributes.%s: at most %d values, got %d", k, maxTrustedValues, len(vs)))
 		}
 	}
-	errs = append(errs, dimension.Check(c.dimensionNames(), semconv.AttrProviderName, semconv.AttrRequestModel)...)
+	errs = append(errs, c.ChunkEvents.Check()...)
+	errs = append(errs, dimension.Check(c.Dimensions, semconv.AttrProviderName, semconv.AttrRequestModel)...)
 	return errors.Join(errs...)
-}
-
-func (c *Config) dimensionNames() []string {
-	names := make([]string, len(c.Dimensions))
-	for i, d := range c.Dimensions {
-		names[i] = d.Name
-	}
-	return names
 }

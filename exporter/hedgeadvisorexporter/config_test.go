@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/collector/confmap/confmaptest"
 
 	"github.com/streamstall/streamstall/exporter/hedgeadvisorexporter/internal/metadata"
+	"github.com/streamstall/streamstall/internal/dimension"
 )
 
 func TestLoadConfig(t *testing.T) {
@@ -22,13 +23,15 @@ func TestLoadConfig(t *testing.T) {
 	full.ServerConfig.NetAddr.Endpoint = "0.0.0.0:9400"
 	full.TTFTQuantile, full.GapQuantile = 0.9, 0.99
 	full.MinSamples, full.Window, full.MaxSeries, full.MaxLabelLength = 200, 5*time.Minute, 50, 64
-	full.Dimensions = []Dimension{{Name: "service.name"}, {Name: "deployment.environment.name", Default: &unknown}}
+	full.Dimensions = []dimension.Dimension{{Name: "service.name"}, {Name: "deployment.environment.name", Default: &unknown}}
 	full.Trust = TrustConfig{Ingest: true, RequireAuth: true,
 		ResourceAttributes: map[string][]string{"deployment.environment.name": {"production", "staging"}}}
 	full.MaxClientShare, full.MaxClientsPerSeries = 0.02, 64
 	full.HedgeDelayRange = RangeConfig{Min: 50 * time.Millisecond, Max: 30 * time.Second}
 	full.StallAfterRange = RangeConfig{}
 	full.MaxRequestHeaderBytes = 8192
+	full.ChunkEvents.Names = []string{"my.chunk"}
+	full.ChunkEvents.MaxDuration = 2 * time.Hour
 	tests := []struct {
 		name     string
 		expected *Config
@@ -57,6 +60,10 @@ func TestLoadConfig(t *testing.T) {
 			`dimensions[0]: duplicate or reserved dimension "gen_ai.request.model"`,
 			`dimensions[2]: duplicate or reserved dimension "team"`,
 			"dimensions[3]: name must not be empty",
+		}},
+		{name: "bad_chunk_events", errs: []string{
+			"chunk_events::names: must name at least one chunk event",
+			"chunk_events::max_duration: must be positive, got -1s",
 		}},
 	}
 	for _, tt := range tests {

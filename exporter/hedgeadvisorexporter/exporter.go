@@ -22,6 +22,7 @@ import (
 	"github.com/streamstall/streamstall/exporter/hedgeadvisorexporter/internal/attempt"
 	"github.com/streamstall/streamstall/exporter/hedgeadvisorexporter/internal/metadata"
 	"github.com/streamstall/streamstall/internal/advice"
+	"github.com/streamstall/streamstall/internal/dimension"
 	"github.com/streamstall/streamstall/internal/semconv"
 )
 
@@ -67,7 +68,7 @@ type advisor struct {
 
 // counts are the outcomes of one batch of spans.
 type counts struct {
-	recorded, dropped, untrusted, capped int64
+	recorded, dropped, untrusted, capped, implausible int64
 }
 
 func newAdvisor(set exporter.Settings, cfg *Config, clock clockwork.Clock) (*advisor, error) {
@@ -75,10 +76,7 @@ func newAdvisor(set exporter.Settings, cfg *Config, clock clockwork.Clock) (*adv
 	if err != nil {
 		return nil, fmt.Errorf("creating the hedge_advisor telemetry: %w", err)
 	}
-	dims := make([]string, len(cfg.Dimensions))
-	for i, d := range cfg.Dimensions {
-		dims[i] = d.Name
-	}
+	dims := dimension.Names(cfg.Dimensions)
 	var trustedRes map[string]map[string]bool
 	if len(cfg.Trust.ResourceAttributes) > 0 {
 		trustedRes = make(map[string]map[string]bool, len(cfg.Trust.ResourceAttributes))
@@ -102,7 +100,7 @@ func newAdvisor(set exporter.Settings, cfg *Config, clock clockwork.Clock) (*adv
 			HedgeDelay: advice.Range{Min: cfg.HedgeDelayRange.Min, Max: cfg.HedgeDelayRange.Max},
 			StallAfter: advice.Range{Min: cfg.StallAfterRange.Min, Max: cfg.StallAfterRange.Max},
 		}, dims),
-		reader:     attempt.NewReader(semconv.DefaultChunkEventNames()),
+		reader:     attempt.NewReader(cfg.ChunkEvents),
 		dims:       dims,
 		key:        advice.Key{Dims: make([]string, len(dims))},
 		trustedRes: trustedRes,
@@ -150,7 +148,7 @@ func (a *advisor) shutdown(ctx context.Context) error {
 
 // consumeTraces records every trusted attempt span of the batch under one
 // lock. Nothing is refused upstream: a span that is not an attempt is
-// skipped, an untrusted or capped one counted.
+// skipped, an untrusted, capped or implausible one counted.
 func (a *advisor) consumeTraces(ctx context.Context, td ptrace.Traces) error {
 	c := a.record(client.FromContext(ctx), td)
 	for _, m := range []struct {
@@ -161,6 +159,7 @@ func (a *advisor) consumeTraces(ctx context.Context, td ptrace.Traces) error {
 		{c.dropped, a.telemetry.ExporterHedgeAdvisorAttemptsDropped.Add},
 		{c.untrusted, a.telemetry.ExporterHedgeAdvisorAttemptsUntrusted.Add},
 		{c.capped, a.telemetry.ExporterHedgeAdvisorAttemptsCapped.Add},
+		{c.implausible, a.telemetry.ExporterHedgeAdvisorAttemptsImplausible.Add},
 	} {
 		if m.n > 0 {
 			m.add(ctx, m.n)
@@ -197,7 +196,12 @@ func (a *advisor) record(info client.Info, td ptrace.Traces) counts {
 					continue // not an attempt, or one that tells nothing
 				}
 				if !trusted || !a.cfg.Trust.Ingest && isIngest(span.Attributes()) {
-					c.untrusted++
+					c.untrusted++ // refused whatever its times: trust is asked first
+					continue
+				}
+				if at.Kind == attempt.Implausible {
+					c.implausible++
+					a.set.Logger.Debug("Skipping an attempt with implausible times", zap.Error(a.reader.Problem), zap.String("span", span.Name()))
 					continue
 				}
 				a.fillKey(at, span.Attributes(), res)

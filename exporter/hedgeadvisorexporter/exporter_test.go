@@ -26,6 +26,7 @@ import (
 	"github.com/streamstall/streamstall/exporter/hedgeadvisorexporter/internal/metadata"
 	"github.com/streamstall/streamstall/exporter/hedgeadvisorexporter/internal/metadatatest"
 	"github.com/streamstall/streamstall/internal/advice"
+	"github.com/streamstall/streamstall/internal/dimension"
 	"github.com/streamstall/streamstall/internal/semconv"
 )
 
@@ -229,7 +230,7 @@ func TestAdviceWindowRotation(t *testing.T) {
 func TestAdviceDimensions(t *testing.T) {
 	cfg := testConfig()
 	none := "none"
-	cfg.Dimensions = []Dimension{{Name: semconv.AttrServiceName, Default: &none}}
+	cfg.Dimensions = []dimension.Dimension{{Name: semconv.AttrServiceName, Default: &none}}
 	a, _ := newTestAdvisor(t, cfg)
 	require.NoError(t, a.consumeTraces(context.Background(), traces(
 		attemptSpec{provider: "openai", model: "gpt-4o", ttft: time.Second, service: "checkout"},

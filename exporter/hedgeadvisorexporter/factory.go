@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 
 	"github.com/streamstall/streamstall/exporter/hedgeadvisorexporter/internal/metadata"
+	"github.com/streamstall/streamstall/internal/figures"
 )
 
 const (
@@ -63,6 +64,7 @@ func createDefaultConfig() component.Config {
 		HedgeDelayRange:       RangeConfig{Min: defaultMinAdvised, Max: defaultMaxAdvised},
 		StallAfterRange:       RangeConfig{Min: defaultMinAdvised, Max: defaultMaxAdvised},
 		MaxRequestHeaderBytes: defaultMaxRequestHeaderBytes,
+		ChunkEvents:           figures.DefaultChunkEventsConfig(),
 	}
 }
 

@@ -12,21 +12,6 @@ import (
 	"github.com/DataDog/sketches-go/ddsketch"
 )
 
-// Sketch constants: 1 % relative accuracy, as the client's own estimator.
-const (
-	sketchAccuracy = 0.01
-	sketchMaxBins  = 2048
-)
-
-func newSketch() *ddsketch.DDSketch {
-	// The arguments are constants that LogCollapsingLowestDenseDDSketch accepts.
-	s, err := ddsketch.LogCollapsingLowestDenseDDSketch(sketchAccuracy, sketchMaxBins)
-	if err != nil {
-		panic(err)
-	}
-	return s
-}
-
 // Censored is a sample of durations some of which are right-censored: an
 // exact sample is a duration that was seen end to end (a time to first
 // content); a censored one only says that the duration exceeded the time it
@@ -40,7 +25,7 @@ type Censored struct {
 
 // NewCensored returns an empty sample.
 func NewCensored() *Censored {
-	return &Censored{events: newSketch(), censored: newSketch()}
+	return &Censored{events: NewSketch(), censored: NewSketch()}
 }
 
 // Add records an exact duration; values that are not positive and finite

@@ -113,7 +113,7 @@ func TestShareCapCountsGapsApart(t *testing.T) {
 	assert.Equal(t, Capped, record(s, t0, key, Sample{TTFT: ms400, Gaps: gaps, Client: "mallory"}),
 		"the TTFT is admitted, most gaps are not")
 	var m Merged
-	m.TTFT, m.Gap = NewCensored(), newSketch()
+	m.TTFT, m.Gap = NewCensored(), NewSketch()
 	s.Lock()
 	require.True(t, s.Read(t0, key, &m))
 	s.Unlock()

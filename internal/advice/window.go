@@ -23,7 +23,7 @@ type slot struct {
 	gap  *ddsketch.DDSketch
 }
 
-func newSlot() slot { return slot{ttft: NewCensored(), gap: newSketch()} }
+func newSlot() slot { return slot{ttft: NewCensored(), gap: NewSketch()} }
 
 func (s slot) clear() {
 	s.ttft.Clear()
@@ -143,4 +143,4 @@ type Merged struct {
 }
 
 // NewMerged returns an empty read buffer.
-func NewMerged() *Merged { return &Merged{TTFT: NewCensored(), Gap: newSketch()} }
+func NewMerged() *Merged { return &Merged{TTFT: NewCensored(), Gap: NewSketch()} }

@@ -46,8 +46,9 @@ var attributeNames = [numAttributes]string{
 	IdxReasoningChunkCount: semconv.AttrReasoningChunkCount,
 }
 
-// intervalSet are the figures present exactly when a span has two chunks or more.
-const intervalSet = Set(1<<IdxGenerationMs | 1<<IdxStallThresholdMs | 1<<IdxStallMs |
+// IntervalFigures are the figures present exactly when a span has two chunks
+// or more.
+const IntervalFigures = Set(1<<IdxGenerationMs | 1<<IdxStallThresholdMs | 1<<IdxStallMs |
 	1<<IdxStallCount | 1<<IdxMaxStallMs | 1<<IdxActiveGenerationMs)
 
 // Set is a set of figure attributes, by index.

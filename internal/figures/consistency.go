@@ -124,9 +124,6 @@ func (r *Reported) Float(i int) float64 { return r.floats[i] }
 // while a forged value that is off by more than a nanosecond is caught.
 func Tolerance(x float64) float64 { return 1e-6 + 1e-9*math.Abs(x) }
 
-// ErrNoChunkCount is the error of a figure set without llm.stream.chunk_count.
-var ErrNoChunkCount = errors.New(semconv.AttrChunkCount + ": absent, but other figures or stall events are present")
-
 // Check reports whether the figure set could have come from the stall
 // processor: every figure has its type, is finite and not negative, is
 // present exactly under its presence rule, and the figures agree with one
@@ -141,7 +138,7 @@ func (r *Reported) Check() error {
 		return nil
 	}
 	if !r.Has(IdxChunkCount) {
-		return ErrNoChunkCount
+		return errors.New(semconv.AttrChunkCount + ": absent, but other figures or stall events are present")
 	}
 	n := r.ints[IdxChunkCount]
 	if n < 1 {
@@ -170,7 +167,7 @@ func (r *Reported) Check() error {
 
 // checkInterval checks the figures that need two chunks, and the stall events.
 func (r *Reported) checkInterval(n int64) error {
-	interval := r.present & intervalSet
+	interval := r.present & IntervalFigures
 	if interval == 0 {
 		for _, i := range []int{IdxBurst, IdxActiveTPS, IdxStallEventsDropped} {
 			if r.Has(i) {
@@ -182,9 +179,9 @@ func (r *Reported) checkInterval(n int64) error {
 		}
 		return nil
 	}
-	if interval != intervalSet {
+	if interval != IntervalFigures {
 		for i := range numAttributes {
-			if intervalSet.Has(i) && !r.Has(i) {
+			if IntervalFigures.Has(i) && !r.Has(i) {
 				return fmt.Errorf("%s: absent, but other interval figures are present", attributeNames[i])
 			}
 		}

@@ -6,7 +6,10 @@
 // computes it here, from timestamps and chunk kinds alone.
 package figures
 
-import "slices"
+import (
+	"math"
+	"slices"
+)
 
 // Burst detection: chunks spaced less than this on average were delivered in
 // one buffered burst, so their pacing says nothing about generation.
@@ -68,9 +71,25 @@ func (f *Figures) ActiveTPS(outputTokens int64) (float64, bool) {
 // Millis converts nanoseconds to the contract's double milliseconds.
 func Millis(nanos int64) float64 { return float64(nanos) / 1e6 }
 
+// Nanos converts the contract's double milliseconds back to nanoseconds,
+// rounded, so that Nanos(Millis(n)) is n for any duration a stream has. A
+// value past MaxInt64 nanoseconds (292 years) saturates; a negative or NaN
+// one is 0.
+func Nanos(ms float64) int64 {
+	ns := math.Round(ms * 1e6)
+	switch {
+	case !(ns > 0):
+		return 0
+	case ns >= math.MaxInt64:
+		return math.MaxInt64
+	default:
+		return int64(ns)
+	}
+}
+
 // Derive computes the figures of one stream from its span start, its chunk
-// timestamps (unix nanoseconds, sorted ascending, zeros removed: see
-// PrepareChunkTimes) and the stall threshold in nanoseconds. Stalls are
+// timestamps (unix nanoseconds, sorted ascending, zeros removed: Chunks
+// holds them so once judged) and the stall threshold in nanoseconds. Stalls are
 // appended to stalls[:0], so a caller that reuses the buffer allocates nothing.
 func Derive(start int64, chunkTimes []int64, threshold int64, stalls []Stall) Figures {
 	f := Figures{ChunkCount: len(chunkTimes), Threshold: threshold, Stalls: stalls[:0]}
@@ -110,8 +129,9 @@ func Derive(start int64, chunkTimes []int64, threshold int64, stalls []Stall) Fi
 }
 
 // PrepareChunkTimes drops zero timestamps (unset in OTLP) and sorts the rest
-// in place, returning the usable prefix. Already sorted input, the common
-// case, costs one pass.
+// in place, returning the usable prefix: for callers that hold bare chunk
+// times rather than span events. Spans are read with ChunkReader, which
+// also judges the times.
 func PrepareChunkTimes(ts []int64) []int64 {
 	out := ts[:0]
 	for _, t := range ts {

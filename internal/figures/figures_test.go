@@ -1,6 +1,8 @@
 package figures
 
 import (
+	"math"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -78,6 +80,16 @@ func TestPrepareChunkTimes(t *testing.T) {
 	assert.Empty(t, PrepareChunkTimes([]int64{0, 0}))
 }
 
+func TestNanos(t *testing.T) {
+	for _, ns := range []int64{0, 1, 999_999, 2000 * ms, 3_600_000 * ms, 86_400_000*ms + 1} {
+		assert.Equal(t, ns, Nanos(Millis(ns)), "%d ns", ns)
+	}
+	assert.Equal(t, int64(math.MaxInt64), Nanos(1e300))
+	assert.Equal(t, int64(math.MaxInt64), Nanos(math.Inf(1)))
+	assert.Zero(t, Nanos(-5))
+	assert.Zero(t, Nanos(math.NaN()))
+}
+
 func TestDeriveReusesBufferNoAllocs(t *testing.T) {
 	buf := make([]Stall, 0, 8)
 	ts := millis(0, 5000, 5001, 9000)
@@ -101,7 +113,7 @@ func FuzzDerive(f *testing.F) {
 			at += int64(b) * int64(b) * ms / 10 // uneven gaps, some huge
 			ts = append(ts, at)
 		}
-		ts = PrepareChunkTimes(ts)
+		slices.Sort(ts)
 		fg := Derive(start, ts, threshold, nil)
 		require.Equal(t, len(ts), fg.ChunkCount)
 		require.GreaterOrEqual(t, fg.Active(), int64(0))

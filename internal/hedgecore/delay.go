@@ -6,13 +6,13 @@ import (
 	"sync/atomic"
 
 	"github.com/DataDog/sketches-go/ddsketch"
+
+	"github.com/streamstall/streamstall/internal/advice"
 )
 
-// Sketch and estimator constants.
+// Estimator constants.
 const (
 	recomputeEvery        = 8
-	sketchAccuracy        = 0.01
-	sketchMaxBins         = 2048
 	minAdaptiveDelayNanos = int64(1e6) // never hedge sooner than 1 ms: below that it is a duplicate request
 )
 
@@ -48,19 +48,10 @@ func NewDelayEstimator(quantile float64, fallback, window int64, minSamples int)
 		fallback:   fallback,
 		window:     window,
 		minSamples: float64(minSamples),
-		cur:        newSketch(),
-		prev:       newSketch(),
-		scratch:    newSketch(),
+		cur:        advice.NewSketch(),
+		prev:       advice.NewSketch(),
+		scratch:    advice.NewSketch(),
 	}
-}
-
-func newSketch() *ddsketch.DDSketch {
-	// The arguments are constants that LogCollapsingLowestDenseDDSketch accepts.
-	s, err := ddsketch.LogCollapsingLowestDenseDDSketch(sketchAccuracy, sketchMaxBins)
-	if err != nil {
-		panic(err)
-	}
-	return s
 }
 
 // Delay returns the hedge delay in nanoseconds: the learned quantile, or the

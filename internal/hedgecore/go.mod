@@ -13,6 +13,11 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
-require github.com/streamstall/streamstall/internal/semconv v0.0.0-00010101000000-000000000000
+require (
+	github.com/streamstall/streamstall/internal/advice v0.0.0-00010101000000-000000000000
+	github.com/streamstall/streamstall/internal/semconv v0.0.0-00010101000000-000000000000
+)
 
 replace github.com/streamstall/streamstall/internal/semconv => ../../internal/semconv
+
+replace github.com/streamstall/streamstall/internal/advice => ../../internal/advice

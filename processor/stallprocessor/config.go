@@ -9,7 +9,7 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.uber.org/zap"
 
-	"github.com/streamstall/streamstall/internal/semconv"
+	"github.com/streamstall/streamstall/internal/figures"
 )
 
 var _ component.Config = (*Config)(nil)
@@ -44,10 +44,11 @@ type Config struct {
 	_ struct{}
 }
 
-// ChunkEventsConfig selects the chunk events of a span.
+// ChunkEventsConfig selects the chunk events of a span: the names and
+// max_duration shared with stall_metrics and hedge_advisor, and the
+// processor's own OTTL conditions.
 type ChunkEventsConfig struct {
-	// Names are the span event names of content chunks.
-	Names []string `mapstructure:"names"`
+	figures.ChunkEventsConfig `mapstructure:",squash"`
 	// Conditions are OTTL span event conditions, OR-ed among themselves and
 	// AND-ed with the name match. They are evaluated only when configured.
 	Conditions []string `mapstructure:"conditions"`
@@ -63,19 +64,7 @@ func (cfg *Config) Validate() error {
 	if cfg.StallThreshold <= 0 {
 		errs = append(errs, fmt.Errorf("stall_threshold: must be positive, got %v", cfg.StallThreshold))
 	}
-	if len(cfg.ChunkEvents.Names) == 0 {
-		errs = append(errs, errors.New("chunk_events::names: must name at least one chunk event"))
-	}
-	for i, name := range cfg.ChunkEvents.Names {
-		switch name {
-		case "":
-			errs = append(errs, fmt.Errorf("chunk_events::names[%d]: must not be empty", i))
-		case semconv.EventStall, semconv.EventKeepalive:
-			// Counting these as chunks would break idempotency (stall events)
-			// or the rule that a keepalive never resets a stall (docs/contract.md section 3).
-			errs = append(errs, fmt.Errorf("chunk_events::names[%d]: %q is never a content chunk", i, name))
-		}
-	}
+	errs = append(errs, cfg.ChunkEvents.Check()...)
 	if cfg.MaxStallEvents < 0 {
 		errs = append(errs, fmt.Errorf("max_stall_events: must not be negative, got %d", cfg.MaxStallEvents))
 	}

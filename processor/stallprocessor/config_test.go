@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
 
+	"github.com/streamstall/streamstall/internal/figures"
 	"github.com/streamstall/streamstall/processor/stallprocessor/internal/metadata"
 )
 
@@ -35,7 +36,7 @@ func TestLoadConfig(t *testing.T) {
 			expected: &Config{
 				StallThreshold: 500 * time.Millisecond,
 				ChunkEvents: ChunkEventsConfig{
-					Names: []string{"my.chunk"},
+					ChunkEventsConfig: figures.ChunkEventsConfig{Names: []string{"my.chunk"}, MaxDuration: 90 * time.Minute},
 					Conditions: []string{
 						`attributes["llm.stream.chunk.kind"] != "reasoning"`,
 						`span.attributes["gen_ai.provider.name"] == "openai"`,
@@ -100,6 +101,10 @@ func TestLoadConfig(t *testing.T) {
 		{
 			id:            component.NewIDWithName(metadata.Type, "keepalive_as_chunk"),
 			errorMessages: []string{`chunk_events::names[0]: "llm.stream.keepalive" is never a content chunk`},
+		},
+		{
+			id:            component.NewIDWithName(metadata.Type, "zero_max_duration"),
+			errorMessages: []string{"chunk_events::max_duration: must be positive, got 0s"},
 		},
 		{
 			id:            component.NewIDWithName(metadata.Type, "negative_max_stall_events"),

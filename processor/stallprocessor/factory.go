@@ -10,7 +10,7 @@ import (
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processorhelper"
 
-	"github.com/streamstall/streamstall/internal/semconv"
+	"github.com/streamstall/streamstall/internal/figures"
 	"github.com/streamstall/streamstall/processor/stallprocessor/internal/metadata"
 )
 
@@ -33,9 +33,7 @@ func NewFactory() processor.Factory {
 func createDefaultConfig() component.Config {
 	return &Config{
 		StallThreshold: defaultStallThreshold,
-		ChunkEvents: ChunkEventsConfig{
-			Names: semconv.DefaultChunkEventNames(),
-		},
+		ChunkEvents:    ChunkEventsConfig{ChunkEventsConfig: figures.DefaultChunkEventsConfig()},
 		MaxStallEvents: defaultMaxStallEvents,
 		ErrorMode:      ottl.IgnoreError,
 	}

@@ -118,6 +118,8 @@ func FuzzStallProcessor(f *testing.F) {
 	f.Add(fuzzSeed(0, start, 300, -20, 300, 0, 9000), uint64(0), int64(0), uint16(1), uint8(1), []byte(nil))
 	f.Add(append(fuzzSeed(2, start, 1000, 2000), fuzzSeed(3, start, 50)...), start, int64(-5), uint16(500), uint8(3), []byte(nil))
 	f.Add([]byte{0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 1, 0, 0, 0, 0, 0, 0, 0x80}, uint64(math.MaxUint64), int64(math.MaxInt64), uint16(65535), uint8(255), []byte(nil))
+	// Implausible chunk times: long before the start, and two hours long.
+	f.Add(append(fuzzSeed(0, start, -5000, 100), fuzzSeed(1, start, 7_200_000)...), start, int64(3), uint16(2000), uint8(32), []byte(nil))
 	// One chunk event and forged stall figures on the first span; on the
 	// second (no chunk), forged stall figures without a chunk count.
 	f.Add(fuzzSeed(0, start, 850), start, int64(40), uint16(2000), uint8(32), forgedSeed(
@@ -232,16 +234,38 @@ func firstScope(td ptrace.Traces) ptrace.SpanSlice {
 	return td.ResourceSpans().At(0).ScopeSpans().At(0).Spans()
 }
 
+// countValidChunks counts the measurable chunk events of each span, 0 for a
+// span whose chunk times are implausible (docs/contract.md section 3,
+// reimplemented apart from internal/figures): a chunk time past MaxInt64,
+// a chunk more than a second before a known start (the fuzzed spans have no
+// end), or more than an hour from the start (or the first chunk, when
+// earlier) to the last chunk. Such a span gets no figure.
 func countValidChunks(td ptrace.Traces) []int64 {
+	const skew, maxDuration = uint64(time.Second), uint64(time.Hour)
 	spans := firstScope(td)
 	out := make([]int64, spans.Len())
 	for i := 0; i < spans.Len(); i++ {
+		var first, last uint64
+		implausible := false
 		for j := 0; j < spans.At(i).Events().Len(); j++ {
 			ev := spans.At(i).Events().At(j)
-			isChunk := ev.Name() == semconv.EventChunk || ev.Name() == semconv.EventChunkLegacy
-			if isChunk && ev.Timestamp() != 0 && ev.Timestamp() <= math.MaxInt64 {
-				out[i]++
+			ts := uint64(ev.Timestamp())
+			if (ev.Name() != semconv.EventChunk && ev.Name() != semconv.EventChunkLegacy) || ts == 0 {
+				continue
 			}
+			implausible = implausible || ts > math.MaxInt64
+			if out[i] == 0 || ts < first {
+				first = ts
+			}
+			last = max(last, ts)
+			out[i]++
+		}
+		if start := uint64(spans.At(i).StartTimestamp()); out[i] > 0 && start != 0 && start <= math.MaxInt64 {
+			implausible = implausible || (first < start && start-first > skew)
+			first = min(first, start)
+		}
+		if implausible || last-first > maxDuration {
+			out[i] = 0
 		}
 	}
 	return out

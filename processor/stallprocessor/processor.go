@@ -19,7 +19,7 @@ type stallProcessor struct {
 	logger         *zap.Logger
 	telemetry      *metadata.TelemetryBuilder
 	conditions     *conditions
-	chunkNames     nameSet
+	chunks         *figures.ChunkReader
 	threshold      int64
 	maxStallEvents int
 	dropChunks     bool
@@ -31,8 +31,8 @@ type stallProcessor struct {
 
 // scratch is the reusable working memory of one batch.
 type scratch struct {
-	chunkTimes []int64
-	stalls     []figures.Stall
+	chunks figures.Chunks
+	stalls []figures.Stall
 	// chunkMask marks which events of the current span are chunks, so that
 	// drop_chunk_events removes exactly what was measured.
 	chunkMask []bool
@@ -41,7 +41,8 @@ type scratch struct {
 
 // batchTally counts what one batch did, for the component telemetry.
 type batchTally struct {
-	enriched, stalls, losers, inconsistent int64
+	enriched, stalls, losers int64
+	refused                  figures.Refusals
 }
 
 func newStallProcessor(set processor.Settings, cfg *Config) (*stallProcessor, error) {
@@ -57,7 +58,7 @@ func newStallProcessor(set processor.Settings, cfg *Config) (*stallProcessor, er
 		logger:         set.Logger,
 		telemetry:      tb,
 		conditions:     conds,
-		chunkNames:     newNameSet(cfg.ChunkEvents.Names),
+		chunks:         figures.NewChunkReader(cfg.ChunkEvents.ChunkEventsConfig),
 		threshold:      cfg.StallThreshold.Nanoseconds(),
 		maxStallEvents: cfg.MaxStallEvents,
 		dropChunks:     cfg.DropChunkEvents,
@@ -79,7 +80,8 @@ func (p *stallProcessor) processTraces(ctx context.Context, td ptrace.Traces) (p
 	p.telemetry.ProcessorStallSpansEnriched.Add(ctx, tally.enriched)
 	p.telemetry.ProcessorStallStallsFound.Add(ctx, tally.stalls)
 	p.telemetry.ProcessorStallLosersFlagged.Add(ctx, tally.losers)
-	p.telemetry.ProcessorStallInconsistentFiguresRemoved.Add(ctx, tally.inconsistent)
+	p.telemetry.ProcessorStallInconsistentFiguresRemoved.Add(ctx, tally.refused.Inconsistent)
+	p.telemetry.ProcessorStallSpansImplausible.Add(ctx, tally.refused.Implausible)
 	clear(s.attempts) // release the spans of this batch
 	return td, err
 }

@@ -27,6 +27,7 @@ type TelemetryBuilder struct {
 	mu                                     sync.Mutex
 	registrations                          []metric.Registration
 	ConnectorStallMetricsPointsOverflowed  metric.Int64Counter
+	ConnectorStallMetricsSpansImplausible  metric.Int64Counter
 	ConnectorStallMetricsSpansInconsistent metric.Int64Counter
 }
 
@@ -63,6 +64,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_connector_stall_metrics_points.overflowed",
 		metric.WithDescription("Number of times a span's values for one metric went to the overflow data point (otel.metric.overflow = true) because that metric already had max_series attribute sets [Development]"),
 		metric.WithUnit("{point}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ConnectorStallMetricsSpansImplausible, err = builder.meter.Int64Counter(
+		"otelcol_connector_stall_metrics_spans.implausible",
+		metric.WithDescription("Number of spans skipped because their chunk times lie outside the span (beyond 1 s of clock skew) or past 2262, or their stream (chunk times or figures) or a loser's span duration is longer than chunk_events::max_duration; they contributed no streaming metric (hedge attempts are still counted) [Development]"),
+		metric.WithUnit("{span}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ConnectorStallMetricsSpansInconsistent, err = builder.meter.Int64Counter(

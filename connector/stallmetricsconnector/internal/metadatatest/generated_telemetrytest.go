@@ -37,6 +37,22 @@ func AssertEqualConnectorStallMetricsPointsOverflowed(t *testing.T, tt *componen
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
+func AssertEqualConnectorStallMetricsSpansImplausible(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_connector_stall_metrics_spans.implausible",
+		Description: "Number of spans skipped because their chunk times lie outside the span (beyond 1 s of clock skew) or past 2262, or their stream (chunk times or figures) or a loser's span duration is longer than chunk_events::max_duration; they contributed no streaming metric (hedge attempts are still counted) [Development]",
+		Unit:        "{span}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_connector_stall_metrics_spans.implausible")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualConnectorStallMetricsSpansInconsistent(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_connector_stall_metrics_spans.inconsistent",

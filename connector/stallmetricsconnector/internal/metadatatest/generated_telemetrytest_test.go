@@ -20,8 +20,12 @@ func TestSetupTelemetry(t *testing.T) {
 	require.NoError(t, err)
 	defer tb.Shutdown()
 	tb.ConnectorStallMetricsPointsOverflowed.Add(context.Background(), 1)
+	tb.ConnectorStallMetricsSpansImplausible.Add(context.Background(), 1)
 	tb.ConnectorStallMetricsSpansInconsistent.Add(context.Background(), 1)
 	AssertEqualConnectorStallMetricsPointsOverflowed(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualConnectorStallMetricsSpansImplausible(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualConnectorStallMetricsSpansInconsistent(t, testTel,

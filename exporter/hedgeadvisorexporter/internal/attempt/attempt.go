@@ -3,7 +3,9 @@
 package attempt // import "github.com/streamstall/streamstall/exporter/hedgeadvisorexporter/internal/attempt"
 
 import (
+	"fmt"
 	"math"
+	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -24,6 +26,11 @@ const (
 	// Censored: a hedge loser cancelled before any content; its TTFT only
 	// exceeds the time it ran.
 	Censored
+	// Implausible: an attempt whose chunk times lie outside its span or
+	// past 2262, or whose stream, TTFT or run time is longer than
+	// chunk_events::max_duration (internal/figures). Nothing of it is a
+	// sample; the exporter counts it.
+	Implausible
 )
 
 // Attempt is what one span tells.
@@ -41,19 +48,16 @@ type Attempt struct {
 // Reader extracts attempts, reusing its buffers: the Gaps of an Attempt are
 // valid until the next Read. It is not safe for concurrent use.
 type Reader struct {
-	chunkNames map[string]bool
-	times      []int64
-	gaps       []int64
+	chunks   *figures.ChunkReader
+	evidence figures.Chunks
+	gaps     []int64
+	// Problem is why the last Read found an attempt implausible.
+	Problem error
 }
 
-// NewReader returns a reader that counts events with the given names as
-// content chunks.
-func NewReader(chunkNames []string) *Reader {
-	r := &Reader{chunkNames: make(map[string]bool, len(chunkNames))}
-	for _, n := range chunkNames {
-		r.chunkNames[n] = true
-	}
-	return r
+// NewReader returns a reader of the chunk events that cfg selects.
+func NewReader(cfg figures.ChunkEventsConfig) *Reader {
+	return &Reader{chunks: figures.NewChunkReader(cfg)}
 }
 
 // Read returns what span tells. An attempt is a span with a provider
@@ -65,8 +69,11 @@ func NewReader(chunkNames []string) *Reader {
 // llm.hedge.loser by the stall processor) without content is censored at
 // its duration. Failed attempts and those a stall launched
 // (llm.hedge.trigger = stall: possibly a continuation, whose first chunk is
-// not a time to first content) give no TTFT, but their gaps count.
+// not a time to first content) give no TTFT, but their gaps count. An
+// attempt whose times are implausible is of Kind Implausible, without gaps,
+// and r.Problem says why.
 func (r *Reader) Read(span ptrace.Span) Attempt {
+	r.Problem = nil
 	attrs := span.Attributes()
 	a := Attempt{Provider: str(attrs, semconv.AttrProviderName), Model: str(attrs, semconv.AttrRequestModel)}
 	if a.Provider == "" {
@@ -78,19 +85,12 @@ func (r *Reader) Read(span ptrace.Span) Attempt {
 	if v, ok := attrs.Get(semconv.AttrRequestStream); ok && v.Type() == pcommon.ValueTypeBool && !v.Bool() {
 		return Attempt{}
 	}
-	r.times = r.times[:0]
-	events := span.Events()
-	for i := range events.Len() {
-		ev := events.At(i)
-		if r.chunkNames[ev.Name()] {
-			r.times = append(r.times, int64(ev.Timestamp()))
-		}
+	r.Problem = r.chunks.Read(span, &r.evidence)
+	if r.Problem != nil {
+		a.Kind = Implausible
+		return a
 	}
-	r.times = figures.PrepareChunkTimes(r.times)
-	r.gaps = r.gaps[:0]
-	for i := 1; i < len(r.times); i++ {
-		r.gaps = append(r.gaps, r.times[i]-r.times[i-1])
-	}
+	r.gaps = r.evidence.Gaps(r.gaps)
 	a.Gaps = r.gaps
 
 	failed := span.Status().Code() == ptrace.StatusCodeError
@@ -100,36 +100,37 @@ func (r *Reader) Read(span ptrace.Span) Attempt {
 	if failed || str(attrs, semconv.AttrHedgeTrigger) == semconv.HedgeTriggerStall {
 		return a // Kind Skip: gaps only
 	}
-	start := int64(span.StartTimestamp())
-	f := figures.Derive(start, r.times, math.MaxInt64, nil) // no threshold: only the TTFT is needed
+	// No threshold: only the TTFT is needed.
+	f, _ := r.evidence.Derive(math.MaxInt64, nil)
+	maxDuration := r.chunks.MaxDuration()
 	switch {
 	case f.HasTTFT && f.TTFT > 0:
 		a.Kind, a.TTFT = Exact, f.TTFT
-	case len(r.times) > 0:
-		// Chunks before the span start: clock skew, the TTFT is unknown.
+	case len(r.evidence.Times) > 0:
+		// Chunks before the span start (clock skew), or an unknown start:
+		// the TTFT is unknown.
 	case hasFloat(attrs, semconv.AttrTTFTMs):
 		v, _ := attrs.Get(semconv.AttrTTFTMs)
-		if ms := v.Double(); ms > 0 && ms < maxTTFTMs {
-			a.Kind, a.TTFT = Exact, int64(ms*1e6)
+		switch ms := v.Double(); {
+		case ms > figures.Millis(maxDuration.Nanoseconds()):
+			a.Kind, r.Problem = Implausible, fmt.Errorf("%w: %s is %v ms, more than max_duration %v", figures.ErrImplausible, semconv.AttrTTFTMs, ms, maxDuration)
+		case ms > 0:
+			a.Kind, a.TTFT = Exact, figures.Nanos(ms)
 		}
-	case isLoser(attrs):
-		if d := int64(span.EndTimestamp()) - start; d > 0 && start > 0 {
-			a.Kind, a.TTFT = Censored, d
+	case figures.IsHedgeLoser(attrs):
+		start, end := span.StartTimestamp(), span.EndTimestamp()
+		switch d := time.Duration(end - start); {
+		case start == 0 || end <= start:
+		case d > maxDuration:
+			a.Kind, r.Problem = Implausible, fmt.Errorf("%w: a loser ran %v, more than max_duration %v", figures.ErrImplausible, d, maxDuration)
+		default:
+			a.Kind, a.TTFT = Censored, d.Nanoseconds()
 		}
+	}
+	if a.Kind == Implausible {
+		a.Gaps = nil
 	}
 	return a
-}
-
-// maxTTFTMs bounds a TTFT read from an attribute (a day): anything above is
-// not a measurement.
-const maxTTFTMs = 86_400_000
-
-func isLoser(attrs pcommon.Map) bool {
-	if str(attrs, semconv.AttrHedgeOutcome) == semconv.HedgeOutcomeLoser {
-		return true
-	}
-	v, ok := attrs.Get(semconv.AttrHedgeLoser)
-	return ok && v.Type() == pcommon.ValueTypeBool && v.Bool()
 }
 
 func str(attrs pcommon.Map, key string) string {

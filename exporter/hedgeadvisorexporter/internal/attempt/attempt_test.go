@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/streamstall/streamstall/internal/figures"
 	"github.com/streamstall/streamstall/internal/semconv"
 )
 
@@ -30,7 +31,7 @@ func span(chunksAt ...int64) ptrace.Span {
 }
 
 func TestRead(t *testing.T) {
-	r := NewReader(semconv.DefaultChunkEventNames())
+	r := NewReader(figures.DefaultChunkEventsConfig())
 
 	a := r.Read(span(300, 320, 400))
 	assert.Equal(t, Exact, a.Kind)
@@ -95,7 +96,7 @@ func TestRead(t *testing.T) {
 }
 
 func TestReadSkipsNonAttempts(t *testing.T) {
-	r := NewReader(semconv.DefaultChunkEventNames())
+	r := NewReader(figures.DefaultChunkEventsConfig())
 	call := span(100)
 	call.Attributes().Remove(semconv.AttrProviderName) // the hedge call span
 	assert.Equal(t, Attempt{}, r.Read(call))
@@ -114,5 +115,6 @@ func TestReadSkipsNonAttempts(t *testing.T) {
 
 	hostile := span()
 	hostile.Attributes().PutDouble(semconv.AttrTTFTMs, 1e300)
-	assert.Equal(t, Skip, r.Read(hostile).Kind, "an absurd figure is not a measurement")
+	assert.Equal(t, Implausible, r.Read(hostile).Kind, "an absurd figure is not a measurement")
+	assert.ErrorIs(t, r.Problem, figures.ErrImplausible)
 }

@@ -23,13 +23,14 @@ func Tracer(settings component.TelemetrySettings) trace.Tracer {
 // TelemetryBuilder provides an interface for components to report telemetry
 // as defined in metadata and user config.
 type TelemetryBuilder struct {
-	meter                                 metric.Meter
-	mu                                    sync.Mutex
-	registrations                         []metric.Registration
-	ExporterHedgeAdvisorAttemptsCapped    metric.Int64Counter
-	ExporterHedgeAdvisorAttemptsDropped   metric.Int64Counter
-	ExporterHedgeAdvisorAttemptsRecorded  metric.Int64Counter
-	ExporterHedgeAdvisorAttemptsUntrusted metric.Int64Counter
+	meter                                   metric.Meter
+	mu                                      sync.Mutex
+	registrations                           []metric.Registration
+	ExporterHedgeAdvisorAttemptsCapped      metric.Int64Counter
+	ExporterHedgeAdvisorAttemptsDropped     metric.Int64Counter
+	ExporterHedgeAdvisorAttemptsImplausible metric.Int64Counter
+	ExporterHedgeAdvisorAttemptsRecorded    metric.Int64Counter
+	ExporterHedgeAdvisorAttemptsUntrusted   metric.Int64Counter
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -70,6 +71,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	builder.ExporterHedgeAdvisorAttemptsDropped, err = builder.meter.Int64Counter(
 		"otelcol_exporter_hedge_advisor_attempts.dropped",
 		metric.WithDescription("Number of attempt spans dropped because max_series was reached [Development]"),
+		metric.WithUnit("{span}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ExporterHedgeAdvisorAttemptsImplausible, err = builder.meter.Int64Counter(
+		"otelcol_exporter_hedge_advisor_attempts.implausible",
+		metric.WithDescription("Number of attempt spans skipped because their chunk times lie outside the span (beyond 1 s of clock skew) or past 2262, or their stream, TTFT or censored run time is longer than chunk_events::max_duration [Development]"),
 		metric.WithUnit("{span}"),
 	)
 	errs = errors.Join(errs, err)

@@ -53,6 +53,22 @@ func AssertEqualExporterHedgeAdvisorAttemptsDropped(t *testing.T, tt *componentt
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
+func AssertEqualExporterHedgeAdvisorAttemptsImplausible(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_exporter_hedge_advisor_attempts.implausible",
+		Description: "Number of attempt spans skipped because their chunk times lie outside the span (beyond 1 s of clock skew) or past 2262, or their stream, TTFT or censored run time is longer than chunk_events::max_duration [Development]",
+		Unit:        "{span}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_exporter_hedge_advisor_attempts.implausible")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualExporterHedgeAdvisorAttemptsRecorded(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_exporter_hedge_advisor_attempts.recorded",

@@ -21,12 +21,16 @@ func TestSetupTelemetry(t *testing.T) {
 	defer tb.Shutdown()
 	tb.ExporterHedgeAdvisorAttemptsCapped.Add(context.Background(), 1)
 	tb.ExporterHedgeAdvisorAttemptsDropped.Add(context.Background(), 1)
+	tb.ExporterHedgeAdvisorAttemptsImplausible.Add(context.Background(), 1)
 	tb.ExporterHedgeAdvisorAttemptsRecorded.Add(context.Background(), 1)
 	tb.ExporterHedgeAdvisorAttemptsUntrusted.Add(context.Background(), 1)
 	AssertEqualExporterHedgeAdvisorAttemptsCapped(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualExporterHedgeAdvisorAttemptsDropped(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualExporterHedgeAdvisorAttemptsImplausible(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualExporterHedgeAdvisorAttemptsRecorded(t, testTel,

@@ -29,6 +29,7 @@ type TelemetryBuilder struct {
 	ProcessorStallInconsistentFiguresRemoved metric.Int64Counter
 	ProcessorStallLosersFlagged              metric.Int64Counter
 	ProcessorStallSpansEnriched              metric.Int64Counter
+	ProcessorStallSpansImplausible           metric.Int64Counter
 	ProcessorStallStallsFound                metric.Int64Counter
 }
 
@@ -76,6 +77,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	builder.ProcessorStallSpansEnriched, err = builder.meter.Int64Counter(
 		"otelcol_processor_stall_spans.enriched",
 		metric.WithDescription("Number of spans that received stream figures (spans with at least one chunk event) [Development]"),
+		metric.WithUnit("{span}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorStallSpansImplausible, err = builder.meter.Int64Counter(
+		"otelcol_processor_stall_spans.implausible",
+		metric.WithDescription("Number of spans skipped because their chunk times lie outside the span (beyond 1 s of clock skew) or past 2262, or their stream (chunk times or carried figures) runs longer than chunk_events::max_duration; they got no figure and lost those they carried [Development]"),
 		metric.WithUnit("{span}"),
 	)
 	errs = errors.Join(errs, err)

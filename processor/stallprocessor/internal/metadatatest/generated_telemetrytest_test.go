@@ -22,6 +22,7 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ProcessorStallInconsistentFiguresRemoved.Add(context.Background(), 1)
 	tb.ProcessorStallLosersFlagged.Add(context.Background(), 1)
 	tb.ProcessorStallSpansEnriched.Add(context.Background(), 1)
+	tb.ProcessorStallSpansImplausible.Add(context.Background(), 1)
 	tb.ProcessorStallStallsFound.Add(context.Background(), 1)
 	AssertEqualProcessorStallInconsistentFiguresRemoved(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
@@ -30,6 +31,9 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorStallSpansEnriched(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualProcessorStallSpansImplausible(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorStallStallsFound(t, testTel,
