@@ -211,7 +211,10 @@ func TestHostileInput(t *testing.T) {
 
 	t.Run("ingest zeros array, three at once", func(t *testing.T) {
 		zeros := []byte("[" + strings.Repeat("0,", 8_000_000-1) + "0]")
-		records := []byte("[" + strings.Repeat(`{"name":"chat m","start_time_unix_nano":"1790000000000000000"},`, 250_000) + "{}]")
+		// Records of streams that start now: ingest refuses older ones
+		// (max_start_age) before any other limit is reached.
+		record := fmt.Sprintf(`{"name":"chat m","start_time_unix_nano":"%d"},`, time.Now().UnixNano())
+		records := []byte("[" + strings.Repeat(record, 16_000_000/len(record)) + "{}]")
 		var wg sync.WaitGroup
 		replies := make([]reply, 3)
 		for i := range replies {
@@ -278,6 +281,56 @@ func TestHostileInput(t *testing.T) {
 		require.GreaterOrEqual(t, r.status, 400, "%s", r.body)
 		require.Less(t, r.status, 500, "%s", r.body)
 		jsonError(t, r)
+	})
+
+	t.Run("ingest records out of time or not UTF-8", func(t *testing.T) {
+		now := time.Now()
+		ns := func(d time.Duration) int64 { return now.Add(d).UnixNano() }
+		for _, tc := range []struct{ name, body, field string }{
+			{"a day old", fmt.Sprintf(`{"name":"chat m","start_time_unix_nano":"%d"}`, ns(-25*time.Hour)), "start_time_unix_nano"},
+			{"two hours long", fmt.Sprintf(`{"name":"chat m","start_time_unix_nano":"%d","end_time_unix_nano":"%d"}`, ns(-3*time.Hour), ns(-time.Hour)), "end_time_unix_nano"},
+			{"a chunk an hour ahead", fmt.Sprintf(`{"name":"chat m","start_time_unix_nano":"%d","chunk_times_unix_nano":["%d"]}`, ns(-time.Minute), ns(time.Hour)), "chunk_times_unix_nano"},
+			{"an offset string with an exponent", fmt.Sprintf(`{"name":"chat m","start_time_unix_nano":"%d","chunk_offsets_ms":["1e3"]}`, ns(-time.Minute)), "chunk_offsets_ms"},
+			{"a name that is not UTF-8", fmt.Sprintf(`{"name":"chat `+"\xff"+`","start_time_unix_nano":"%d"}`, ns(-time.Minute)), "name"},
+		} {
+			r := send(t, http.MethodPost, s.ingest, jsonType, strings.NewReader(tc.body))
+			require.Equal(t, http.StatusBadRequest, r.status, "%s: %s", tc.name, r.body)
+			m := jsonError(t, r)
+			assert.EqualValues(t, 0, m["record"], tc.name)
+			assert.Equal(t, tc.field, m["field"], tc.name)
+		}
+	})
+
+	t.Run("60,000 request headers on both listeners", func(t *testing.T) {
+		var headers strings.Builder
+		for i := range 60_000 {
+			fmt.Fprintf(&headers, "X-H-%d: v\r\n", i)
+		}
+		for name, target := range map[string]string{"proxy": s.proxy, "ingest": strings.TrimSuffix(strings.TrimPrefix(s.ingest, "http://"), "/v1/streams")} {
+			path := map[string]string{"proxy": "/v1/chat/completions", "ingest": "/v1/streams"}[name]
+			status := refusedRequest(t, target, "POST "+path+" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\n"+
+				headers.String()+"\r\n{}")
+			assert.Equal(t, http.StatusRequestHeaderFieldsTooLarge, status, "%s: 431 before the authenticator", name)
+		}
+		s.checkPeak(t, "60,000 request headers on each listener")
+	})
+
+	t.Run("proxy forwards no Upgrade or TE", func(t *testing.T) {
+		s.up.script("hop-check", func(w http.ResponseWriter, _ *http.Request) {
+			flushed(w, chunkFrame("hop-check", "hi"))
+			flushed(w, "data: [DONE]\n\n")
+		})
+		body := `{"model":"hop-check","stream":true}`
+		status := rawRequest(t, s.proxy, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-Collector-Token: Bearer collector-secret\r\n"+
+			"Connection: Upgrade, X-Hop\r\nUpgrade: websocket\r\nTE: trailers\r\nX-Hop: 1\r\n"+
+			fmt.Sprintf("Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body))
+		require.Equal(t, http.StatusOK, status)
+		seen := s.up.seen()
+		require.NotEmpty(t, seen)
+		got := seen[len(seen)-1]
+		for _, h := range []string{"Upgrade", "Te", "Connection", "X-Hop"} {
+			assert.Empty(t, got.Header.Values(h), "%s reached the upstream", h)
+		}
 	})
 
 	t.Run("otlp span with one chunk and forged figures", func(t *testing.T) {
@@ -467,6 +520,26 @@ func rawRequest(t *testing.T, addr, request string) int {
 	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
 	_, err = io.WriteString(c, request)
 	require.NoError(t, err)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	return resp.StatusCode
+}
+
+// refusedRequest writes a request the server may refuse before reading it
+// whole: it reads the answer while it writes, and returns its status.
+func refusedRequest(t *testing.T, addr, request string) int {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	require.NoError(t, err)
+	defer func() { _ = c.Close() }()
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	written := make(chan struct{})
+	go func() {
+		defer close(written)
+		_, _ = io.WriteString(c, request) // fails once the server hangs up
+	}()
+	defer func() { <-written }()
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	require.NoError(t, err)
 	_ = resp.Body.Close()

@@ -2,6 +2,7 @@ package ssecapture
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -81,7 +82,7 @@ func TestBearerTokenAuthGuardsListeners(t *testing.T) {
 	rcv := startReceiver(t, cfg, sink, host, nil)
 	proxyURL := "http://" + rcv.addrs["proxy"].String() + shapes[0].path
 	ingestURL := "http://" + rcv.addrs["ingest"].String() + ingest.Path
-	record := `{"name":"chat x","start_time_unix_nano":1790000000000000000,"chunk_offsets_ms":[1,2]}`
+	record := fmt.Sprintf(`{"name":"chat x","start_time_unix_nano":%d,"chunk_offsets_ms":[1,2]}`, time.Now().UnixNano())
 	client := testClient(t)
 
 	for _, tc := range []struct {

@@ -79,6 +79,15 @@ type IngestConfig struct {
 	// (and each string of an array, and the record's name), and the
 	// elements of an array value; more get 413.
 	MaxAttributeValueLength int `mapstructure:"max_attribute_value_length"`
+	// MaxStartAge bounds how long before the request arrived a record's
+	// stream may have started; older ones get 400.
+	MaxStartAge time.Duration `mapstructure:"max_start_age"`
+	// MaxClockSkew bounds how far after the request arrived a record's
+	// start, end and chunk times may lie; later ones get 400.
+	MaxClockSkew time.Duration `mapstructure:"max_clock_skew"`
+	// MaxStreamDuration bounds a record's stream, from its start to its
+	// end or last chunk; longer ones get 400.
+	MaxStreamDuration time.Duration `mapstructure:"max_stream_duration"`
 
 	_ struct{}
 }
@@ -97,6 +106,7 @@ var (
 	errAuthHeaderWithoutAuth   = errors.New("proxy: auth_header is set but auth is not")
 	errAuthHeaderInvalid       = errors.New("proxy: auth_header is not a valid header name")
 	errNegativeShutdownTimeout = errors.New("proxy: shutdown_timeout must not be negative")
+	errNegativeClockSkew       = errors.New("ingest: max_clock_skew must not be negative")
 )
 
 // Validate checks the configuration.
@@ -166,6 +176,15 @@ func (i *IngestConfig) validate() error {
 	}
 	if i.MaxAttributeValueLength <= 0 {
 		errs = append(errs, fmt.Errorf("ingest: max_attribute_value_length %w", errPositive))
+	}
+	if i.MaxStartAge <= 0 {
+		errs = append(errs, fmt.Errorf("ingest: max_start_age %w", errPositive))
+	}
+	if i.MaxClockSkew < 0 {
+		errs = append(errs, errNegativeClockSkew)
+	}
+	if i.MaxStreamDuration <= 0 {
+		errs = append(errs, fmt.Errorf("ingest: max_stream_duration %w", errPositive))
 	}
 	return errors.Join(errs...)
 }

@@ -59,6 +59,9 @@ func TestLoadConfig(t *testing.T) {
 	assert.Equal(t, 100, i.MaxChunksPerRecord)
 	assert.Equal(t, 16, i.MaxAttributesPerRecord)
 	assert.Equal(t, 256, i.MaxAttributeValueLength)
+	assert.Equal(t, time.Hour, i.MaxStartAge)
+	assert.Equal(t, 30*time.Second, i.MaxClockSkew)
+	assert.Equal(t, 10*time.Minute, i.MaxStreamDuration)
 	assert.Equal(t, 5*time.Second, i.ReadTimeout)
 
 	cfg, err = loadConfig(t, "ingest_only")
@@ -71,6 +74,9 @@ func TestLoadConfig(t *testing.T) {
 	assert.Equal(t, 100000, i.MaxChunksPerRecord)
 	assert.Equal(t, 128, i.MaxAttributesPerRecord)
 	assert.Equal(t, 4096, i.MaxAttributeValueLength)
+	assert.Equal(t, 24*time.Hour, i.MaxStartAge)
+	assert.Equal(t, 5*time.Minute, i.MaxClockSkew)
+	assert.Equal(t, time.Hour, i.MaxStreamDuration)
 	assert.Equal(t, 30*time.Second, i.ReadTimeout)
 	assert.Equal(t, 10*time.Second, i.ReadHeaderTimeout)
 }
@@ -84,7 +90,8 @@ func TestConfigValidate(t *testing.T) {
 		{name: "none", errs: []error{errNoListener}},
 		{name: "no_upstream", errs: []error{errNoUpstream}},
 		{name: "bad_upstream", errs: []error{errUpstreamNotAbsURL}},
-		{name: "bad_limits", errs: []error{errPositive}, msgs: []string{
+		{name: "bad_limits", errs: []error{errPositive, errNegativeClockSkew}, msgs: []string{
+			"ingest: max_start_age must be positive", "ingest: max_stream_duration must be positive",
 			"proxy: max_request_body must be positive", "proxy: queue_size must be positive",
 			"proxy: max_request_header_bytes must be positive", "ingest: max_request_header_bytes must be positive",
 			"ingest: max_request_body must be positive", "ingest: max_records must be positive",

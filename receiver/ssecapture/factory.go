@@ -26,6 +26,16 @@ const (
 	// room for long legitimate values while a record's attributes stay
 	// under 128 x 4 KiB.
 	defaultIngestMaxValueLength = 4096
+	// A record describes a stream its client just timed: one that started
+	// more than a day before it was posted is a replay or a broken clock.
+	defaultMaxStartAge = 24 * time.Hour
+	// Client clocks run ahead by seconds, rarely minutes (NTP-less
+	// browsers and phones); further ahead is a wrong clock.
+	defaultMaxClockSkew = 5 * time.Minute
+	// The longest LLM calls (deep research, long reasoning) run for tens
+	// of minutes; a longer record more likely has a wrong end, which would
+	// stretch every figure and histogram it reached.
+	defaultMaxStreamDuration = time.Hour
 	// defaultMaxHeaderBytes bounds a request's line and headers on both
 	// listeners. LLM SDKs send a few KiB (a key, a dozen x-stainless-*
 	// headers, baggage and traceparent); net/http's own default of 1 MiB
@@ -102,6 +112,9 @@ func createDefaultConfig() component.Config {
 			MaxChunksPerRecord:      defaultMaxChunksPerRecord,
 			MaxAttributesPerRecord:  defaultMaxAttributesPerRecord,
 			MaxAttributeValueLength: defaultIngestMaxValueLength,
+			MaxStartAge:             defaultMaxStartAge,
+			MaxClockSkew:            defaultMaxClockSkew,
+			MaxStreamDuration:       defaultMaxStreamDuration,
 		}),
 	}
 }

@@ -84,7 +84,7 @@ func TestMaxRequestHeaderBytes(t *testing.T) {
 	rcv := startReceiver(t, cfg, consumertest.NewNop(), host, nil)
 
 	token := "X-Collector-Token: Bearer collector-token\r\n"
-	record := `{"name":"chat x","start_time_unix_nano":1790000000000000000,"chunk_offsets_ms":[1,2]}`
+	record := fmt.Sprintf(`{"name":"chat x","start_time_unix_nano":%d,"chunk_offsets_ms":[1,2]}`, time.Now().UnixNano())
 	listeners := []struct{ name, addr, path, body string }{
 		{"proxy", rcv.addrs["proxy"].String(), shapes[0].path, shapes[0].body},
 		{"ingest", rcv.addrs["ingest"].String(), ingest.Path, record},

@@ -5,11 +5,13 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -59,7 +61,9 @@ func postIngest(t *testing.T, url, contentType string, body []byte, header http.
 	return resp, reply
 }
 
-const okRecord = `{"name":"chat gpt-4o","start_time_unix_nano":"1790000000000000000","chunk_offsets_ms":[100,150.5,3200]}`
+// okRecord is a stream that started as the tests did: ingest refuses
+// records from more than max_start_age before they arrive.
+var okRecord = fmt.Sprintf(`{"name":"chat gpt-4o","start_time_unix_nano":"%d","chunk_offsets_ms":[100,150.5,3200]}`, time.Now().UnixNano())
 
 func TestIngestHTTP(t *testing.T) {
 	sink := new(consumertest.TracesSink)
@@ -227,4 +231,44 @@ func zeroArray(n int) []byte {
 	b := append([]byte{'['}, bytes.Repeat([]byte("0,"), n)...)
 	b[len(b)-1] = ']'
 	return b
+}
+
+// TestIngestRefusesImplausibleRecords: over HTTP, a record from another day,
+// one that lasts too long, and one whose name is not UTF-8 (also inside a
+// gzip body) get 400 naming the record and the field; nothing is taken.
+func TestIngestRefusesImplausibleRecords(t *testing.T) {
+	sink := new(consumertest.TracesSink)
+	url := startIngest(t, sink, nil) + ingest.Path
+	now := time.Now()
+	gzipped := func(b string) []byte {
+		var buf bytes.Buffer
+		zw := gzip.NewWriter(&buf)
+		_, _ = zw.Write([]byte(b))
+		require.NoError(t, zw.Close())
+		return buf.Bytes()
+	}
+	for _, tc := range []struct {
+		name, body string
+		gzip       bool
+		field      string
+	}{
+		{"a day old", fmt.Sprintf(`{"name":"chat a","start_time_unix_nano":%d}`, now.Add(-25*time.Hour).UnixNano()), false, "start_time_unix_nano"},
+		{"two hours long", fmt.Sprintf(`{"name":"chat a","start_time_unix_nano":%d,"end_time_unix_nano":%d}`,
+			now.Add(-3*time.Hour).UnixNano(), now.Add(-time.Hour).UnixNano()), false, "end_time_unix_nano"},
+		{"invalid UTF-8", fmt.Sprintf(`{"name":"chat `+"\xc3\x28"+`","start_time_unix_nano":%d}`, now.UnixNano()), false, "name"},
+		{"invalid UTF-8, gzipped", fmt.Sprintf(`{"name":"chat `+"\xff"+`","start_time_unix_nano":%d}`, now.UnixNano()), true, "name"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body, header := []byte(okRecord+"\n"+tc.body), http.Header(nil)
+			if tc.gzip {
+				body, header = gzipped(string(body)), http.Header{"Content-Encoding": {"gzip"}}
+			}
+			resp, reply := postIngest(t, url, "application/x-ndjson", body, header)
+			assert.Equal(t, http.StatusBadRequest, resp.StatusCode, reply.Error)
+			require.NotNil(t, reply.Record)
+			assert.Equal(t, 1, *reply.Record)
+			assert.Equal(t, tc.field, reply.Field)
+		})
+	}
+	assert.Zero(t, sink.SpanCount(), "all or nothing")
 }

@@ -94,12 +94,15 @@ func (r *sseCaptureReceiver) Start(ctx context.Context, host component.Host) err
 	if r.cfg.Ingest.HasValue() {
 		icfg := r.cfg.Ingest.Get()
 		h := ingest.NewHandler(ingest.Limits{
-			MaxBody:     icfg.MaxRequestBody,
-			MaxRecords:  icfg.MaxRecords,
-			MaxChunks:   icfg.MaxChunksPerRecord,
-			MaxAttrs:    icfg.MaxAttributesPerRecord,
-			MaxValueLen: icfg.MaxAttributeValueLength,
-		}, r.next, r.obsIngest)
+			MaxBody:      icfg.MaxRequestBody,
+			MaxRecords:   icfg.MaxRecords,
+			MaxChunks:    icfg.MaxChunksPerRecord,
+			MaxAttrs:     icfg.MaxAttributesPerRecord,
+			MaxValueLen:  icfg.MaxAttributeValueLength,
+			MaxStartAge:  icfg.MaxStartAge,
+			MaxClockSkew: icfg.MaxClockSkew,
+			MaxDuration:  icfg.MaxStreamDuration,
+		}, r.clock, r.next, r.obsIngest)
 		r.ingest = h
 		if err := r.serve(ctx, host, "ingest", icfg.ServerConfig, requestLimits{body: icfg.MaxRequestBody, headerBytes: icfg.MaxRequestHeaderBytes}, h,
 			confighttp.WithErrorHandler(ingest.ServerError)); err != nil {

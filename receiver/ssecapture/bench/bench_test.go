@@ -428,13 +428,17 @@ func BenchmarkIngest(b *testing.B) {
 	const records, chunks, batches, clients = 100, 100, 40, 4
 	_, upstream := startFakeLLM(b)
 	_, ingestURL := startProxy(b, upstream, consumertest.NewNop())
+	// Streams that started now: ingest refuses records older than
+	// max_start_age.
+	start := time.Now().UnixNano()
 	var sb strings.Builder
 	sb.WriteString("[")
 	for i := range records {
 		if i > 0 {
 			sb.WriteString(",")
 		}
-		sb.WriteString(`{"name":"chat gpt-4o","start_time_unix_nano":"1790000000000000000","attributes":{"gen_ai.request.model":"gpt-4o","gen_ai.provider.name":"openai","service.name":"web"},"chunk_offsets_ms":[`)
+		fmt.Fprintf(&sb, `{"name":"chat gpt-4o","start_time_unix_nano":"%d","attributes":`, start)
+		sb.WriteString(`{"gen_ai.request.model":"gpt-4o","gen_ai.provider.name":"openai","service.name":"web"},"chunk_offsets_ms":[`)
 		for j := range chunks {
 			if j > 0 {
 				sb.WriteString(",")

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -80,6 +81,15 @@ type Limits struct {
 	MaxChunks   int // chunk times of one record
 	MaxAttrs    int // attributes of one record
 	MaxValueLen int // bytes of a string (and the name), elements of an array
+	// MaxStartAge bounds how long before its receipt a record's stream
+	// may have started.
+	MaxStartAge time.Duration
+	// MaxClockSkew bounds how far after its receipt a record's times
+	// (start, end, chunks) may lie: the client's clock may run ahead.
+	MaxClockSkew time.Duration
+	// MaxDuration bounds a stream: its end and every chunk time, from its
+	// start.
+	MaxDuration time.Duration
 }
 
 // recordDecoder turns a request body of JSON records into spans, all or
@@ -88,6 +98,9 @@ type recordDecoder struct {
 	limits Limits
 	// newID returns random bits for the ids a record leaves out.
 	newID func() uint64
+	// now is the receipt time of a request: record times are judged
+	// against it.
+	now func() time.Time
 }
 
 // readTracker remembers the error of the body reader, so that a failed
@@ -116,6 +129,7 @@ type bodyDecoder struct {
 	rec       rawRecord
 	raw       json.RawMessage // reused for each value decoded whole
 	index     int             // the record being decoded
+	received  int64           // unix nanoseconds: when the request arrived
 	spent     int64           // estimated bytes of the spans so far
 	budget    int64
 	values    int
@@ -125,10 +139,11 @@ type bodyDecoder struct {
 // records (NDJSON, or any whitespace between values). It stops at the first
 // fault, when ctx ends, or when a limit is passed, without reading further.
 func (d *recordDecoder) decode(ctx context.Context, body io.Reader) (ptrace.Traces, int, *ingestError) {
-	src := &readTracker{r: body}
+	src := &readTracker{r: &utf8Reader{r: body}}
 	b := &bodyDecoder{
 		recordDecoder: d,
 		ctx:           ctx,
+		received:      d.now().UnixNano(),
 		src:           src,
 		dec:           json.NewDecoder(bufio.NewReaderSize(src, 32<<10)),
 		td:            ptrace.NewTraces(),
@@ -230,6 +245,9 @@ func (b *bodyDecoder) gone(err error) *ingestError {
 // body could not be read, or it is not well-formed JSON.
 func (b *bodyDecoder) fail(err error, field string) *ingestError {
 	if b.src.err != nil {
+		if errors.Is(b.src.err, errInvalidUTF8) {
+			return b.bad(field, "%v", errInvalidUTF8)
+		}
 		if _, ok := errors.AsType[*http.MaxBytesError](b.src.err); ok {
 			return &ingestError{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("request body exceeds %d bytes", b.limits.MaxBody), Record: -1}
 		}
@@ -281,6 +299,11 @@ type rawRecord struct {
 	times                    []int64
 	offsetsGiven, timesGiven bool
 	attrs                    map[string]any
+}
+
+// has reports whether the record gave field (null included).
+func (r *rawRecord) has(field string) bool {
+	return r.seen&(1<<slices.Index(recordFields[:], field)) != 0
 }
 
 var recordFields = [...]string{fieldTraceID, fieldSpanID, fieldParentSpanID, fieldName, fieldStart, fieldEnd, fieldAttributes, fieldChunkTimes, fieldChunkOffsets}
@@ -616,7 +639,7 @@ func (b *bodyDecoder) validate() (validRecord, *ingestError) {
 		}
 	}
 	v.end = v.start
-	if r.seen&(1<<slices.Index(recordFields[:], fieldEnd)) != 0 {
+	if r.has(fieldEnd) {
 		if r.end == nil {
 			return v, b.bad(fieldEnd, "null is not a positive number of unix nanoseconds")
 		}
@@ -637,6 +660,9 @@ func (b *bodyDecoder) validate() (validRecord, *ingestError) {
 			return v, b.bad(fieldAttributes+"."+k, "reserved: llm.stream.* figures are derived from the chunk times by the stall processor, never taken from a record")
 		}
 	}
+	if err := b.plausible(&v); err != nil {
+		return v, err
+	}
 	// service.name is a resource attribute: it names the resource the span
 	// belongs to, and the metrics connector groups by it there.
 	if s, ok := r.attrs[semconv.AttrServiceName]; ok {
@@ -646,6 +672,45 @@ func (b *bodyDecoder) validate() (validRecord, *ingestError) {
 		delete(r.attrs, semconv.AttrServiceName)
 	}
 	return v, b.spend("", costSpan+len(r.name))
+}
+
+// plausible checks a record's times against the time its request arrived:
+// a stream that started days ago, that lasts for days, or that ends in the
+// future is a client's clock or a client's lie, and either would skew every
+// figure and histogram it reached.
+func (b *bodyDecoder) plausible(v *validRecord) *ingestError {
+	l := b.limits
+	if age := time.Duration(b.received - v.start); age > l.MaxStartAge {
+		return b.bad(fieldStart, "%s is %s before the request arrived; a record may start at most %s before (max_start_age)",
+			formatNanos(v.start), age.Round(time.Second), l.MaxStartAge)
+	}
+	// The latest time of the record, and the field that gave it.
+	field, last := fieldEnd, v.end
+	if len(v.chunks) > 0 {
+		chunkField := fieldChunkTimes
+		if b.rec.offsetsGiven {
+			chunkField = fieldChunkOffsets
+		}
+		if c := slices.Max(v.chunks); c > last || !b.rec.has(fieldEnd) {
+			field, last = chunkField, max(c, last)
+		}
+	}
+	if v.start > b.received+int64(l.MaxClockSkew) {
+		field, last = fieldStart, v.start
+	}
+	if ahead := time.Duration(last - b.received); ahead > l.MaxClockSkew {
+		return b.bad(field, "%s is %s after the request arrived; record times may be at most %s ahead (max_clock_skew)",
+			formatNanos(last), ahead.Round(time.Millisecond), l.MaxClockSkew)
+	}
+	if d := time.Duration(last - v.start); d > l.MaxDuration {
+		return b.bad(field, "the stream would last %s; at most %s is taken (max_stream_duration)", d.Round(time.Millisecond), l.MaxDuration)
+	}
+	return nil
+}
+
+// formatNanos names a unix-nano time in an error message.
+func formatNanos(ns int64) string {
+	return time.Unix(0, ns).UTC().Format(time.RFC3339Nano)
 }
 
 // build appends the span of a validated record.
@@ -765,17 +830,28 @@ func parseMillisRaw(raw []byte) (int64, error) {
 	return int64(math.Float64bits(ms)), err
 }
 
-// parseMillis reads a millisecond offset, a whole raw value: a JSON number
-// or a decimal string, finite and not negative.
+// parseMillis reads a millisecond offset, a whole raw value: a JSON number,
+// finite and not negative, or a string of decimal digits with an optional
+// fraction ("12.5"; not "1e3", "+1" or "Infinity", as the JSON Schema says).
 func parseMillis(raw []byte) (float64, error) {
 	if len(raw) >= 2 && raw[0] == '"' {
 		raw = raw[1 : len(raw)-1]
+		if !decimalMillis(raw) {
+			return 0, fmt.Errorf("%q is not a string of decimal milliseconds such as \"12.5\"", raw)
+		}
 	}
 	ms, err := strconv.ParseFloat(string(raw), 64)
 	if err != nil || math.IsNaN(ms) || math.IsInf(ms, 0) || ms < 0 {
 		return 0, fmt.Errorf("%s is not a non-negative number of milliseconds", raw)
 	}
 	return ms, nil
+}
+
+// decimalMillis reports whether s is digits, optionally followed by a dot
+// and more digits.
+func decimalMillis(s []byte) bool {
+	whole, frac, dot := bytes.Cut(s, []byte{'.'})
+	return len(whole) > 0 && digits(string(whole)) && (!dot || len(frac) > 0 && digits(string(frac)))
 }
 
 // tokenText names a token that is not a number in an error message.

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+	"unicode/utf8"
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/golden"
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/pdatatest/ptracetest"
@@ -30,14 +32,22 @@ const (
 	defaultMaxChunks      = 100000
 	defaultMaxAttrs       = 128
 	defaultMaxValueLength = 4096
+	defaultMaxStartAge    = 24 * time.Hour
+	defaultMaxClockSkew   = 5 * time.Minute
+	defaultMaxDuration    = time.Hour
 )
+
+// testReceipt is when the test decoders' requests arrive: a minute after
+// the start of the examples' streams (1790000000000000000).
+var testReceipt = time.Unix(1_790_000_060, 0)
 
 func testDecoder(maxRecords, maxChunks int) *recordDecoder {
 	rng := rand.New(rand.NewPCG(1, 2))
 	return &recordDecoder{limits: Limits{
 		MaxRecords: maxRecords, MaxChunks: maxChunks,
 		MaxAttrs: defaultMaxAttrs, MaxValueLen: defaultMaxValueLength, MaxBody: defaultMaxBody,
-	}, newID: rng.Uint64}
+		MaxStartAge: defaultMaxStartAge, MaxClockSkew: defaultMaxClockSkew, MaxDuration: defaultMaxDuration,
+	}, newID: rng.Uint64, now: func() time.Time { return testReceipt }}
 }
 
 func (d *recordDecoder) decodeBytes(body []byte) (ptrace.Traces, int, *ingestError) {
@@ -145,10 +155,10 @@ func TestDecodeErrors(t *testing.T) {
 }
 
 func TestDecodeEndDefaultsToLastChunk(t *testing.T) {
-	td, _, err := testDecoder(1, 10).decodeBytes([]byte(`{"name":"a","start_time_unix_nano":1000,"chunk_times_unix_nano":[3000, 2000, 500]}`))
+	td, _, err := testDecoder(1, 10).decodeBytes([]byte(`{"name":"a","start_time_unix_nano":1790000000000001000,"chunk_times_unix_nano":[1790000000000003000, 1790000000000002000, 1790000000000000500]}`))
 	require.Nil(t, err)
 	span := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0)
-	assert.Equal(t, uint64(3000), uint64(span.EndTimestamp()))
+	assert.Equal(t, uint64(1790000000000003000), uint64(span.EndTimestamp()))
 	assert.Equal(t, ptrace.SpanKindClient, span.Kind())
 	assert.Equal(t, 3, span.Events().Len())
 	assert.False(t, span.TraceID().IsEmpty(), "ids are generated when absent")
@@ -166,6 +176,8 @@ func FuzzDecodeRecords(f *testing.F) {
 	f.Add([]byte(`[{"name":"a","start_time_unix_nano":1,"attributes":{"k":[1,2.5]}}]`))
 	f.Add([]byte(`{"name":"a","start_time_unix_nano":1,"attributes":{"llm.stream.stall_ms":1,"x":"y","x":"z"}}`))
 	f.Add([]byte(`{"name":"a","start_time_unix_nano":1,"attributes":{"service.name":["a",1],"k":[true,false]}}` + "\n[1]"))
+	f.Add([]byte(`{"name":"a\xff","start_time_unix_nano":"1790000000000000000","chunk_offsets_ms":["1.5","1e3"]}`))
+	f.Add([]byte(`{"name":"a","start_time_unix_nano":1789999999000000000,"end_time_unix_nano":1790000400000000000}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		d := testDecoder(50, 50)
 		d.limits.MaxAttrs, d.limits.MaxValueLen = 8, 64
@@ -189,14 +201,20 @@ func FuzzDecodeRecords(f *testing.F) {
 				require.NotEmpty(t, s.Name())
 				require.False(t, s.TraceID().IsEmpty())
 				require.False(t, s.SpanID().IsEmpty())
-				require.Positive(t, uint64(s.StartTimestamp()))
-				require.GreaterOrEqual(t, s.EndTimestamp(), s.StartTimestamp())
+				start, end := s.StartTimestamp().AsTime(), s.EndTimestamp().AsTime()
+				require.False(t, start.Before(testReceipt.Add(-defaultMaxStartAge)), "start within max_start_age")
+				require.False(t, end.After(testReceipt.Add(defaultMaxClockSkew)), "end within max_clock_skew")
+				require.False(t, end.Before(start))
+				require.LessOrEqual(t, end.Sub(start), defaultMaxDuration)
 				require.LessOrEqual(t, len(s.Name()), 64)
+				require.True(t, utf8.ValidString(s.Name()))
 				require.LessOrEqual(t, s.Attributes().Len(), 8+1)
 				require.LessOrEqual(t, s.Events().Len(), 50)
 				capture, _ := s.Attributes().Get(semconv.AttrCapture)
 				require.Equal(t, semconv.CaptureIngest, capture.AsString(), "the receiver marks the origin")
 				for k, v := range s.Attributes().All() {
+					require.True(t, utf8.ValidString(k))
+					require.True(t, utf8.ValidString(v.AsString()))
 					if k == semconv.AttrCapture {
 						continue
 					}
@@ -208,7 +226,9 @@ func FuzzDecodeRecords(f *testing.F) {
 					}
 				}
 				for k := range s.Events().Len() {
-					require.Positive(t, uint64(s.Events().At(k).Timestamp()))
+					when := s.Events().At(k).Timestamp().AsTime()
+					require.False(t, when.After(testReceipt.Add(defaultMaxClockSkew)), "chunk time within max_clock_skew")
+					require.LessOrEqual(t, when.Sub(start), defaultMaxDuration)
 				}
 			}
 		}
@@ -251,10 +271,13 @@ func TestIngestDocExamples(t *testing.T) {
 	doc, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "docs", "ingest.md"))
 	require.NoError(t, err)
 	text := string(doc)
-	i := strings.Index(text, "<<'EOF'\n")
+	i := strings.Index(text, "<<EOF\n")
 	require.Positive(t, i)
-	body := text[i+len("<<'EOF'\n"):]
+	body := text[i+len("<<EOF\n"):]
 	body = body[:strings.Index(body, "\nEOF")]
+	// The shell fills in the start time; the test decoder's clock stands a
+	// minute after this one.
+	body = strings.ReplaceAll(body, "$start", "1790000000000000000")
 	td, n, ierr := testDecoder(10, 100).decodeBytes([]byte(body))
 	require.Nil(t, ierr)
 	require.Equal(t, 1, n)

@@ -9,6 +9,8 @@ import (
 	"mime"
 	"net/http"
 
+	"github.com/jonboulle/clockwork"
+
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/receiver/receiverhelper"
@@ -36,13 +38,14 @@ type Handler struct {
 // Stop ends the decoding of the requests in flight; they get 503.
 func (h *Handler) Stop() { h.stop() }
 
-// NewHandler returns a handler that hands the records it accepts to next;
-// Stop ends the decoding of requests in flight.
-func NewHandler(limits Limits, next consumer.Traces, obsrecv *receiverhelper.ObsReport) *Handler {
+// NewHandler returns a handler that hands the records it accepts to next,
+// judging their times against clock; Stop ends the decoding of requests in
+// flight.
+func NewHandler(limits Limits, clock clockwork.Clock, next consumer.Traces, obsrecv *receiverhelper.ObsReport) *Handler {
 	stopping, stop := context.WithCancel(context.Background())
 	return &Handler{
 		maxBody:  limits.MaxBody,
-		decoder:  recordDecoder{limits: limits, newID: rand.Uint64},
+		decoder:  recordDecoder{limits: limits, newID: rand.Uint64, now: clock.Now},
 		next:     next,
 		obsrecv:  obsrecv,
 		stopping: stopping,

@@ -3,12 +3,15 @@ package ingest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
@@ -78,13 +81,14 @@ func sumOf(t *testing.T, tel *componenttest.Telemetry, name string) int64 {
 var testLimits = Limits{
 	MaxBody: defaultMaxBody, MaxRecords: defaultMaxRecords, MaxChunks: defaultMaxChunks,
 	MaxAttrs: defaultMaxAttrs, MaxValueLen: defaultMaxValueLength,
+	MaxStartAge: defaultMaxStartAge, MaxClockSkew: defaultMaxClockSkew, MaxDuration: defaultMaxDuration,
 }
 
 // TestCountedBeforeHandedOn: the accepted and refused counters say how many
 // spans the pipeline got, whatever it does with them afterwards.
 func TestCountedBeforeHandedOn(t *testing.T) {
 	const records = 7
-	body := strings.Repeat(`{"name":"chat gpt-4o","start_time_unix_nano":1790000000000000000,"chunk_offsets_ms":[1,2]}`+"\n", records)
+	body := strings.Repeat(fmt.Sprintf(`{"name":"chat gpt-4o","start_time_unix_nano":%d,"chunk_offsets_ms":[1,2]}`+"\n", time.Now().UnixNano()), records)
 	for _, tt := range []struct {
 		name   string
 		async  bool
@@ -106,7 +110,7 @@ func TestCountedBeforeHandedOn(t *testing.T) {
 			})
 			require.NoError(t, err)
 			sink := &takingSink{async: tt.async, err: tt.err}
-			h := NewHandler(testLimits, sink, obs)
+			h := NewHandler(testLimits, clockwork.NewRealClock(), sink, obs)
 			defer h.Stop()
 			rec := httptest.NewRecorder()
 			req := httptest.NewRequest(http.MethodPost, Path, strings.NewReader(body))
