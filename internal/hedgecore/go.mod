@@ -13,6 +13,6 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
-require github.com/streamstall/streamstall/internal/semconv v0.0.0-00010101000000-000000000000
+require github.com/streamstall/streamstall/internal/semconv v0.1.0
 
 replace github.com/streamstall/streamstall/internal/semconv => ../../internal/semconv
