@@ -50,11 +50,10 @@ quiet() {
   fi
 }
 
-# The tools, from the checkout's tools module, and the modules a consumer of
-# the tags needs, in the developer's module cache (present after make otelcol).
+# The tools, from the checkout's tools module. Nothing here writes to the
+# checkout: it is read by release check and cloned.
 devcache=$(go env GOMODCACHE)
 go build -C "$repo/internal/tools" -o "$work/bin/" ./release ./modproxy go.opentelemetry.io/collector/cmd/builder
-for m in . hedge; do (cd "$repo/$m" && go mod download); done
 "$work/bin/release" -C "$repo" check || fail "the checkout does not name one version (above): fix it before any release"
 step "tools built, checkout consistent"
 
@@ -83,6 +82,10 @@ if git -C "$clone" grep -n "$placeholder" HEAD -- '*go.mod'; then
   fail "the tagged commit still requires the placeholder $placeholder (above)"
 fi
 "$work/bin/release" -C "$clone" check || fail "the tagged commit does not name $version everywhere (above)"
+# The third-party modules that the consumers below need, in the developer's
+# cache (make otelcol and the tests have fetched them already; this is a no-op then).
+for m in . hedge; do (cd "$clone/$m" && go mod download); done
+[ -z "$(git -C "$clone" status --porcelain)" ] || fail "go mod download changed the tagged go.mod files: $(git -C "$clone" status --porcelain)"
 step "make release VERSION=$version in a scratch clone"
 
 "$work/bin/modproxy" -repo "$clone" -version "$version" -out "$work/proxy" | sed 's/^/  proxy: /'
