@@ -97,7 +97,7 @@ func zipNames(t *testing.T, file string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
+	defer func() { _ = r.Close() }()
 	var names []string
 	for _, f := range r.File {
 		_, name, _ := strings.Cut(f.Name, "@v0.1.0/")

@@ -55,8 +55,8 @@ func run(args []string, stdout io.Writer) error {
 		if err := l.check(set.Version); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "%d modules name %s; the README's manifest and builder-config.yaml pin it\n", len(l.released()), set.Version)
-		return nil
+		_, err = fmt.Fprintf(stdout, "%d modules name %s; the README's manifest and builder-config.yaml pin it\n", len(l.released()), set.Version)
+		return err
 	case cmd == "manifest" && len(args) == 1:
 		data, err := os.ReadFile(root + "/README.md")
 		if err != nil {
@@ -77,7 +77,9 @@ func run(args []string, stdout io.Writer) error {
 			return err
 		}
 		for _, m := range l.released() {
-			fmt.Fprintln(stdout, m.tag(args[1]))
+			if _, err := fmt.Fprintln(stdout, m.tag(args[1])); err != nil {
+				return err
+			}
 		}
 		return nil
 	default:

@@ -57,7 +57,7 @@ func prepare(root, version string, stdout io.Writer) error {
 	if changed, err := git(root, "status", "--porcelain"); err != nil {
 		return err
 	} else if changed == "" {
-		fmt.Fprintf(stdout, "every file names %s already: tagging HEAD\n", version)
+		_, _ = fmt.Fprintf(stdout, "every file names %s already: tagging HEAD\n", version)
 	} else if _, err := git(root, "commit", "-q", "-a", "-m", message); err != nil {
 		return err
 	}
@@ -75,9 +75,9 @@ func prepare(root, version string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%s\ntagged %d modules: %s\nnothing was pushed; to publish: git push origin HEAD %s\n",
+	_, err = fmt.Fprintf(stdout, "%s\ntagged %d modules: %s\nnothing was pushed; to publish: git push origin HEAD %s\n",
 		strings.TrimSpace(head), len(tags), strings.Join(tags, " "), strings.Join(tags, " "))
-	return nil
+	return err
 }
 
 // setVersion writes version into every requirement between the modules of

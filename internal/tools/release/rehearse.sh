@@ -96,7 +96,7 @@ export GOPROXY="file://$work/proxy,file://$devcache/cache/download"
 export GOMODCACHE=$work/mod-ocb GOFLAGS=-modcacherw GOWORK=off GOTOOLCHAIN=local
 # The rehearsal's modules are in no checksum database; the third-party ones
 # come from the developer's cache, which verified them when it fetched them.
-export GOSUMDB=off GONOSUMDB= GONOPROXY= GOPRIVATE=
+export GOSUMDB=off GONOSUMDB='' GONOPROXY='' GOPRIVATE=''
 
 # (a) The README's manifest, as `make release` pinned it, built by ocb.
 mkdir -p "$work/ocb"
@@ -119,6 +119,7 @@ configs=$(find "$clone/examples" -name '*.yaml' | sort)
 [ -n "$configs" ] || fail "no config in examples/"
 for cfg in $configs; do
   # Each ${env:NAME} that a config reads gets a value, as a deployment would give it.
+  # shellcheck disable=SC2016 # the ${env:...} are the configs' own, not the shell's
   vars=$(grep -o '\${env:[A-Za-z_][A-Za-z0-9_]*' "$cfg" | sed 's/^${env://; s/$/=rehearsal/' | sort -u || true)
   # shellcheck disable=SC2086
   out=$(env $vars "$collector" validate --config "$cfg" 2>&1) ||
