@@ -26,7 +26,7 @@ MODULES := $(patsubst ./%,%,$(patsubst %/go.mod,%,$(shell find . -name go.mod -n
 GO_SOURCES := $(shell find . -name '*.go' -not -path './_build/*' -not -path './internal/tools/*') \
 	$(wildcard $(foreach m,$(MODULES),$(m)/go.mod $(m)/go.sum))
 
-.PHONY: all otelcol jaeger fakellm demo run sim test unit race alloc fuzz e2e lint bench clean tidy generate prometheus rules
+.PHONY: all otelcol jaeger fakellm demo run sim test unit race alloc fuzz e2e lint bench clean tidy generate prometheus rules release rehearse
 
 # Every component directory: the directories holding a metadata.yaml.
 COMPONENTS = $(patsubst ./%/metadata.yaml,%,$(shell find . -name metadata.yaml -not -path './_build/*' -not -path '*/testdata/*'))
@@ -81,8 +81,8 @@ sim:
 	$(GO) run ./cmd/hedgesim -calls 20000 -seed 1
 
 ## test: unit tests with the race detector, the allocation tests without it, short fuzzing of
-##       every parser, the Prometheus rules' tests and the end-to-end tests
-test: race alloc fuzz rules e2e
+##       every parser, the Prometheus rules' tests, the end-to-end tests and the release rehearsal
+test: race alloc fuzz rules e2e rehearse
 
 unit:
 	@set -e; for m in $(MODULES); do echo "go test $$m"; (cd $$m && $(GO) test ./...); done
@@ -129,6 +129,22 @@ e2e: otelcol jaeger fakellm prometheus
 	STREAMSTALL_OTELCOL=$(CURDIR)/$(OTELCOL) STREAMSTALL_JAEGER=$(CURDIR)/$(JAEGER_BIN) STREAMSTALL_FAKELLM=$(CURDIR)/$(FAKELLM) \
 	STREAMSTALL_PROMETHEUS=$$(command -v prometheus) \
 	  $(GO) test -tags e2e -count=1 -timeout 20m -v ./e2e/...
+
+## release: the release commit and the tags of VERSION in this clone (make release VERSION=v0.2.0):
+##          every requirement between our modules, versions.yaml and both ocb manifests name VERSION,
+##          and each module of versions.yaml is tagged. It pushes nothing (docs/releasing.md).
+release:
+	@[ -n "$(VERSION)" ] || { echo "usage: make release VERSION=vX.Y.Z (docs/releasing.md)" >&2; exit 2; }
+	$(GO) build -C internal/tools -o $(CURDIR)/$(BUILD)/release ./release
+	$(BUILD)/release prepare $(VERSION)
+
+## rehearse: make release VERSION=v0.99.0 in a scratch clone, a file-system module proxy from its tags,
+##           then offline and without replaces: ocb builds the README's manifest and the collector
+##           validates examples/, and a program importing only hedge builds, runs and has no collector
+##           module in its graph. The module cache that otelcol fills is its only other source.
+rehearse: otelcol
+	cd internal/tools && $(GO) test -count=1 ./release/ ./modproxy/
+	internal/tools/release/rehearse.sh
 
 lint:
 	@set -e; for m in $(MODULES); do echo "golangci-lint $$m"; (cd $$m && $(TOOLS) golangci-lint run ./...); done

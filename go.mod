@@ -151,15 +151,17 @@ require (
 )
 
 // The hedging client and the packages it shares with the collector are modules
-// of their own (hedge/README.md says why); this checkout builds them in place.
+// of their own (hedge/README.md says why), required at the version of
+// versions.yaml and released with this one; the replace directives below build
+// this checkout in place, and a consumer of a tag ignores them.
 require (
-	github.com/streamstall/streamstall/hedge v0.0.0-00010101000000-000000000000
-	github.com/streamstall/streamstall/internal/advice v0.0.0-00010101000000-000000000000
-	github.com/streamstall/streamstall/internal/hedgecore v0.0.0-00010101000000-000000000000
-	github.com/streamstall/streamstall/internal/llmstream v0.0.0-00010101000000-000000000000
-	github.com/streamstall/streamstall/internal/semconv v0.0.0-00010101000000-000000000000
-	github.com/streamstall/streamstall/internal/sse v0.0.0-00010101000000-000000000000
-	github.com/streamstall/streamstall/internal/testbed/fakellm v0.0.0-00010101000000-000000000000
+	github.com/streamstall/streamstall/hedge v0.1.0
+	github.com/streamstall/streamstall/internal/advice v0.1.0
+	github.com/streamstall/streamstall/internal/hedgecore v0.1.0
+	github.com/streamstall/streamstall/internal/llmstream v0.1.0
+	github.com/streamstall/streamstall/internal/semconv v0.1.0
+	github.com/streamstall/streamstall/internal/sse v0.1.0
+	github.com/streamstall/streamstall/internal/testbed/fakellm v0.1.0
 )
 
 replace (

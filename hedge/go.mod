@@ -33,12 +33,12 @@ require (
 )
 
 require (
-	github.com/streamstall/streamstall/internal/advice v0.0.0-00010101000000-000000000000
-	github.com/streamstall/streamstall/internal/hedgecore v0.0.0-00010101000000-000000000000
-	github.com/streamstall/streamstall/internal/llmstream v0.0.0-00010101000000-000000000000
-	github.com/streamstall/streamstall/internal/semconv v0.0.0-00010101000000-000000000000
-	github.com/streamstall/streamstall/internal/sse v0.0.0-00010101000000-000000000000
-	github.com/streamstall/streamstall/internal/testbed/fakellm v0.0.0-00010101000000-000000000000
+	github.com/streamstall/streamstall/internal/advice v0.1.0
+	github.com/streamstall/streamstall/internal/hedgecore v0.1.0
+	github.com/streamstall/streamstall/internal/llmstream v0.1.0
+	github.com/streamstall/streamstall/internal/semconv v0.1.0
+	github.com/streamstall/streamstall/internal/sse v0.1.0
+	github.com/streamstall/streamstall/internal/testbed/fakellm v0.1.0
 )
 
 replace (

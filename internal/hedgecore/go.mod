@@ -14,8 +14,8 @@ require (
 )
 
 require (
-	github.com/streamstall/streamstall/internal/advice v0.0.0-00010101000000-000000000000
-	github.com/streamstall/streamstall/internal/semconv v0.0.0-00010101000000-000000000000
+	github.com/streamstall/streamstall/internal/advice v0.1.0
+	github.com/streamstall/streamstall/internal/semconv v0.1.0
 )
 
 replace github.com/streamstall/streamstall/internal/semconv => ../../internal/semconv

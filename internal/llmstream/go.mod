@@ -7,8 +7,8 @@ require github.com/stretchr/testify v1.12.1
 require go.yaml.in/yaml/v3 v3.0.6 // indirect
 
 require (
-	github.com/streamstall/streamstall/internal/semconv v0.0.0-00010101000000-000000000000
-	github.com/streamstall/streamstall/internal/sse v0.0.0-00010101000000-000000000000
+	github.com/streamstall/streamstall/internal/semconv v0.1.0
+	github.com/streamstall/streamstall/internal/sse v0.1.0
 )
 
 replace (

@@ -1,6 +1,7 @@
 // Tools the build uses, pinned apart from the main module so their
 // dependencies never leak into it. Run them with
-// `go tool -modfile=internal/tools/go.mod <name>`.
+// `go tool -modfile=internal/tools/go.mod <name>`. The release programs
+// (release, modproxy: docs/releasing.md) are packages of this module.
 module github.com/streamstall/streamstall/internal/tools
 
 go 1.26.0
@@ -9,6 +10,11 @@ tool (
 	github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 	go.opentelemetry.io/collector/cmd/builder
 	golang.org/x/perf/cmd/benchstat
+)
+
+require (
+	go.yaml.in/yaml/v3 v3.0.6
+	golang.org/x/mod v0.42.0
 )
 
 require (
@@ -219,9 +225,7 @@ require (
 	go.opentelemetry.io/collector/cmd/builder v0.165.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
 	go.uber.org/zap v1.28.0 // indirect
-	go.yaml.in/yaml/v3 v3.0.6 // indirect
 	golang.org/x/exp/typeparams v0.0.0-20260811152304-ee035b5b010f // indirect
-	golang.org/x/mod v0.42.0 // indirect
 	golang.org/x/perf v0.0.0-20260908200009-22c9c6c9d4da // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
