@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,53 +15,13 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
-	"go.opentelemetry.io/collector/consumer"
-	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/receiver/receiverhelper"
 	"go.opentelemetry.io/collector/receiver/receivertest"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/streamstall/streamstall/internal/testbed/takingsink"
 	"github.com/streamstall/streamstall/receiver/ssecapture/internal/metadata"
 )
-
-// takingSink takes what it is given as its own, as batch and other
-// asynchronous consumers do: it moves the spans out at once, or in a
-// goroutine of its own after returning.
-type takingSink struct {
-	async bool
-	err   error
-
-	wg    sync.WaitGroup
-	mu    sync.Mutex
-	spans int
-}
-
-func (s *takingSink) Capabilities() consumer.Capabilities {
-	return consumer.Capabilities{MutatesData: true}
-}
-
-func (s *takingSink) ConsumeTraces(_ context.Context, td ptrace.Traces) error {
-	take := func() {
-		own := ptrace.NewTraces()
-		td.ResourceSpans().MoveAndAppendTo(own.ResourceSpans())
-		s.mu.Lock()
-		s.spans += own.SpanCount()
-		s.mu.Unlock()
-	}
-	if s.async {
-		s.wg.Go(take)
-	} else {
-		take()
-	}
-	return s.err
-}
-
-func (s *takingSink) taken() int {
-	s.wg.Wait()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.spans
-}
 
 func sumOf(t *testing.T, tel *componenttest.Telemetry, name string) int64 {
 	t.Helper()
@@ -109,7 +68,7 @@ func TestCountedBeforeHandedOn(t *testing.T) {
 				ReceiverID: component.NewID(metadata.Type), Transport: "http", ReceiverCreateSettings: set,
 			})
 			require.NoError(t, err)
-			sink := &takingSink{async: tt.async, err: tt.err}
+			sink := &takingsink.Sink{Async: tt.async, Err: tt.err}
 			h := NewHandler(testLimits, clockwork.NewRealClock(), sink, obs)
 			defer h.Stop()
 			rec := httptest.NewRecorder()
@@ -118,7 +77,7 @@ func TestCountedBeforeHandedOn(t *testing.T) {
 			h.ServeHTTP(rec, req)
 			require.Equal(t, tt.status, rec.Code, rec.Body.String())
 
-			assert.Equal(t, records, sink.taken())
+			assert.Equal(t, records, sink.Taken())
 			accepted := sumOf(t, tel, "otelcol_receiver_accepted_spans")
 			refused := sumOf(t, tel, "otelcol_receiver_refused_spans") + sumOf(t, tel, "otelcol_receiver_failed_spans")
 			if tt.err == nil {

@@ -3,7 +3,6 @@ package spanqueue
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -11,55 +10,14 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
-	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/receiver/receiverhelper"
 	"go.opentelemetry.io/collector/receiver/receivertest"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/streamstall/streamstall/internal/testbed/takingsink"
 	"github.com/streamstall/streamstall/receiver/ssecapture/internal/metadata"
 )
-
-// takingSink takes what it is given as its own, as batch and other
-// asynchronous consumers do: it moves the spans out at once (batch), or
-// works on the data in a goroutine of its own after returning. Either way,
-// whoever reads td after ConsumeTraces returns reads what is no longer
-// theirs: a wrong count, and a data race under -race.
-type takingSink struct {
-	async bool
-	err   error
-
-	wg    sync.WaitGroup
-	mu    sync.Mutex
-	spans int
-}
-
-func (s *takingSink) Capabilities() consumer.Capabilities {
-	return consumer.Capabilities{MutatesData: true}
-}
-
-func (s *takingSink) ConsumeTraces(_ context.Context, td ptrace.Traces) error {
-	take := func() {
-		own := ptrace.NewTraces()
-		td.ResourceSpans().MoveAndAppendTo(own.ResourceSpans())
-		s.mu.Lock()
-		s.spans += own.SpanCount()
-		s.mu.Unlock()
-	}
-	if s.async {
-		s.wg.Go(take)
-	} else {
-		take()
-	}
-	return s.err
-}
-
-func (s *takingSink) taken() int {
-	s.wg.Wait()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.spans
-}
 
 // tracesOf returns one resource with n spans.
 func tracesOf(n int) ptrace.Traces {
@@ -110,7 +68,7 @@ func TestCountedBeforeHandedOn(t *testing.T) {
 			require.NoError(t, err)
 			tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
 			require.NoError(t, err)
-			sink := &takingSink{async: tt.async, err: tt.err}
+			sink := &takingsink.Sink{Async: tt.async, Err: tt.err}
 			q := New(100, "sse", sink, obs, tb)
 			sent := 0
 			for i := range 50 {
@@ -121,7 +79,7 @@ func TestCountedBeforeHandedOn(t *testing.T) {
 			defer cancel()
 			require.NoError(t, q.Shutdown(ctx))
 
-			assert.Equal(t, sent, sink.taken(), "the consumer got every span")
+			assert.Equal(t, sent, sink.Taken(), "the consumer got every span")
 			accepted := sumOf(t, tel, "otelcol_receiver_accepted_spans")
 			refused := sumOf(t, tel, "otelcol_receiver_refused_spans") + sumOf(t, tel, "otelcol_receiver_failed_spans")
 			dropped := sumOf(t, tel, "otelcol_receiver_sse_capture_spans.dropped")
