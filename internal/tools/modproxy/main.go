@@ -15,7 +15,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
 	"slices"
@@ -26,6 +25,8 @@ import (
 	"golang.org/x/mod/module"
 	"golang.org/x/mod/semver"
 	"golang.org/x/mod/zip"
+
+	"github.com/streamstall/streamstall/internal/tools/internal/gitexec"
 )
 
 func main() {
@@ -146,14 +147,4 @@ func addToList(file, version string) error {
 	return os.WriteFile(file, []byte(strings.Join(versions, "\n")+"\n"), 0o644)
 }
 
-func git(dir string, args ...string) (string, error) {
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("git %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
-	}
-	return string(out), nil
-}
+var git = gitexec.Run
