@@ -12,6 +12,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -39,7 +40,7 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, o); err != nil {
+	if err := run(ctx, o, os.Stdout); err != nil {
 		if errors.Is(err, context.Canceled) {
 			fmt.Fprintln(os.Stderr, "demo: interrupted")
 			os.Exit(130)
@@ -49,15 +50,18 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, o options) error {
+// run starts the stack, sends the traffic and writes the summary to w.
+func run(ctx context.Context, o options, w io.Writer) error {
 	st, err := startStack(ctx, o)
 	if err != nil {
 		return err
 	}
 	defer st.stop()
 
-	fmt.Printf("streamstall demo: fakellm at %s, sse_capture proxy at %s, collector logs in %s\n",
-		st.fakellmURL, st.proxyURL, st.dir)
+	if _, err := fmt.Fprintf(w, "streamstall demo: fakellm at %s, sse_capture proxy at %s, collector logs in %s\n",
+		st.fakellmURL, st.proxyURL, st.dir); err != nil {
+		return err
+	}
 	calls, err := sendTraffic(ctx, st, o)
 	if err != nil {
 		return err
@@ -66,19 +70,21 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	if err := printSummary(os.Stdout, spans, metrics); err != nil {
+	if err := printSummary(w, spans, metrics); err != nil {
 		return fmt.Errorf("print the summary: %w", err)
 	}
 	if st.jaeger == nil {
 		return nil
 	}
-	if err := printJaegerQueries(ctx, os.Stdout, st.jaeger, spans); err != nil {
+	if err := printJaegerQueries(ctx, w, st.jaeger, spans); err != nil {
 		return fmt.Errorf("query jaeger: %w", err)
 	}
 	if !o.hold {
 		return nil
 	}
-	fmt.Println("Press Ctrl-C to stop.")
+	if _, err := fmt.Fprintln(w, "Press Ctrl-C to stop."); err != nil {
+		return err
+	}
 	<-ctx.Done()
 	return nil
 }
