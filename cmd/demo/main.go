@@ -26,16 +26,25 @@ type options struct {
 	hold                     bool
 }
 
+// defaultOptions are what `make run` runs, and what the golden test holds
+// the demo's output to.
+func defaultOptions() options {
+	return options{
+		otelcol: "_build/otelcol-streamstall", fakellm: "_build/fakellm",
+		streams: 36, concurrency: 12, timeFactor: 0.1, seed: 7, hold: true,
+	}
+}
+
 func main() {
-	var o options
-	flag.StringVar(&o.otelcol, "otelcol", "_build/otelcol-streamstall", "path of the ocb-built collector")
-	flag.StringVar(&o.fakellm, "fakellm", "_build/fakellm", "path of the fakellm program")
-	flag.StringVar(&o.jaeger, "jaeger", "", "path of a Jaeger v2 binary; empty: run without Jaeger")
-	flag.IntVar(&o.streams, "streams", 36, "streaming calls to send through the proxy")
-	flag.IntVar(&o.concurrency, "concurrency", 12, "calls in flight at once")
-	flag.Float64Var(&o.timeFactor, "time-factor", 0.1, "speed of fakellm's field profile (1 = real time: 55 s median stalls)")
-	flag.Uint64Var(&o.seed, "seed", 7, "seed of fakellm's profiles")
-	flag.BoolVar(&o.hold, "hold", true, "with -jaeger: keep running after the summary until Ctrl-C, so that Jaeger can be queried")
+	o := defaultOptions()
+	flag.StringVar(&o.otelcol, "otelcol", o.otelcol, "path of the ocb-built collector")
+	flag.StringVar(&o.fakellm, "fakellm", o.fakellm, "path of the fakellm program")
+	flag.StringVar(&o.jaeger, "jaeger", o.jaeger, "path of a Jaeger v2 binary; empty: run without Jaeger")
+	flag.IntVar(&o.streams, "streams", o.streams, "streaming calls to send through the proxy")
+	flag.IntVar(&o.concurrency, "concurrency", o.concurrency, "calls in flight at once")
+	flag.Float64Var(&o.timeFactor, "time-factor", o.timeFactor, "speed of fakellm's field profile (1 = real time: 55 s median stalls)")
+	flag.Uint64Var(&o.seed, "seed", o.seed, "seed of fakellm's profiles")
+	flag.BoolVar(&o.hold, "hold", o.hold, "with -jaeger: keep running after the summary until Ctrl-C, so that Jaeger can be queried")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

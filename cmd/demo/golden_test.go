@@ -1,0 +1,252 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// goldenPath holds the output of a real run of the demo with its default
+// options (go test -tags e2e -run TestDemoMatchesGolden -update ./cmd/demo/
+// rewrites it). docs/quickstart.md shows lines of it, and a docs test checks
+// that they are its lines.
+const goldenPath = "testdata/summary.golden"
+
+// The figures of the summary that depend on the machine's timing, and how
+// far apart two runs may put them. Everything else (which calls, their
+// chunk and stall counts, hedge outcomes, value counts, counters, the
+// shape of each timeline) is fixed by fakellm's seeded plans and must match
+// exactly.
+var (
+	msColumns = map[string]bool{"TTFT": true, "TTFA": true, "wall gen": true, "stall": true, "active gen": true}
+	sColumns  = map[string]bool{"p50": true, "p95": true, "p99": true, "max": true}
+)
+
+const (
+	// A figure may drift by 500 ms plus 25 %: on a loaded machine (two
+	// cores, load 14) fakellm's timers and the proxy wake late, and first
+	// chunks were seen 300 ms behind their plan. What the plans decide
+	// (chunk and stall counts, the shape of each timeline) is compared
+	// exactly, so the slack hides no change of behaviour.
+	msSlack, relSlack = 500.0, 0.25
+)
+
+var (
+	columnSep  = regexp.MustCompile(`\s{2,}`)
+	runDetails = regexp.MustCompile(`http://127\.0\.0\.1:\d+|collector logs in \S+`)
+)
+
+// normalizeSummary replaces what differs in every run by design (free
+// ports, the temporary directory) in the demo's first line.
+func normalizeSummary(s string) string {
+	first, rest, _ := strings.Cut(s, "\n")
+	first = runDetails.ReplaceAllStringFunc(first, func(m string) string {
+		if strings.HasPrefix(m, "http") {
+			return "http://127.0.0.1:PORT"
+		}
+		return "collector logs in DIR"
+	})
+	return first + "\n" + rest
+}
+
+// summaryDiff compares a demo summary with the golden one and returns every
+// difference that timing jitter does not explain.
+func summaryDiff(golden, got string) []string {
+	want, have := strings.Split(normalizeSummary(golden), "\n"), strings.Split(normalizeSummary(got), "\n")
+	var diffs []string
+	if len(want) != len(have) {
+		diffs = append(diffs, fmt.Sprintf("%d lines, golden has %d", len(have), len(want)))
+	}
+	var columns []string // the header of the table being read, if any
+	for i := range min(len(want), len(have)) {
+		w, h := want[i], have[i]
+		switch {
+		case strings.HasPrefix(w, "Per call,") || strings.HasPrefix(w, "Winner metrics"):
+			columns = []string{} // the header follows
+		case columns != nil && len(columns) == 0:
+			columns = columnSep.Split(strings.TrimSpace(w), -1)
+		case columns != nil && strings.HasPrefix(w, "  ") && w != "" && !strings.HasPrefix(w, "timeline:"):
+			if d := rowDiff(columns, w, h); d != "" {
+				diffs = append(diffs, fmt.Sprintf("line %d: %s\n  golden: %s\n  got:    %s", i+1, d, w, h))
+			}
+			continue
+		default:
+			columns = nil
+		}
+		if w != h {
+			diffs = append(diffs, fmt.Sprintf("line %d:\n  golden: %s\n  got:    %s", i+1, w, h))
+		}
+	}
+	return diffs
+}
+
+// rowDiff compares two rows of a table column by column.
+func rowDiff(columns []string, want, got string) string {
+	wc, gc := rowCells(want), rowCells(got)
+	if len(wc) != len(columns) || len(gc) != len(columns) {
+		return fmt.Sprintf("%d and %d cells for %d columns", len(wc), len(gc), len(columns))
+	}
+	var diffs []string
+	for i, col := range columns {
+		w, g := wc[i], gc[i]
+		var d string
+		switch {
+		case col == "timeline":
+			d = timelineDiff(w, g)
+		case msColumns[col]:
+			d = figureDiff(w, g, msSlack)
+		case sColumns[col]:
+			d = figureDiff(w, g, msSlack/1000)
+		case w != g:
+			d = fmt.Sprintf("%q, golden %q", g, w)
+		}
+		if d != "" {
+			diffs = append(diffs, col+": "+d)
+		}
+	}
+	return strings.Join(diffs, "; ")
+}
+
+// rowCells splits a row into its cells: the timeline (from the first '|',
+// its blanks are stalls) and the cells before it, which tabwriter set at
+// least two spaces apart (a cell itself has single spaces: "chat gpt-4o").
+func rowCells(row string) []string {
+	timeline := ""
+	if i := strings.IndexByte(row, '|'); i >= 0 {
+		row, timeline = row[:i], row[i:]
+	}
+	cells := columnSep.Split(strings.TrimSpace(row), -1)
+	if timeline != "" {
+		cells = append(cells, timeline)
+	}
+	return cells
+}
+
+// figureDiff compares two figures ("-", "144", "0 (burst)", "0.153"): the
+// same kind, and numbers within slack plus relSlack of the larger.
+func figureDiff(want, got string, slack float64) string {
+	wn, wSuffix, _ := strings.Cut(want, " ")
+	gn, gSuffix, _ := strings.Cut(got, " ")
+	if wSuffix != gSuffix {
+		return fmt.Sprintf("%q, golden %q", got, want)
+	}
+	wv, werr := strconv.ParseFloat(wn, 64)
+	gv, gerr := strconv.ParseFloat(gn, 64)
+	if werr != nil || gerr != nil {
+		if want != got {
+			return fmt.Sprintf("%q, golden %q", got, want)
+		}
+		return ""
+	}
+	if math.Abs(wv-gv) > slack+relSlack*math.Max(math.Abs(wv), math.Abs(gv)) {
+		return fmt.Sprintf("%s, golden %s", got, want)
+	}
+	return ""
+}
+
+// timelineDiff compares two timelines by their shape: the runs of
+// reasoning, answer and stall cells in order. The wait for the first chunk
+// ('-') is the TTFT column's, compared with its slack, and quiet cells ('.')
+// come and go with a millisecond of jitter in a call of 150 ms.
+func timelineDiff(want, got string) string {
+	if timelineShape(want) != timelineShape(got) {
+		return fmt.Sprintf("shape %q, golden %q", timelineShape(got), timelineShape(want))
+	}
+	return ""
+}
+
+func timelineShape(s string) string {
+	var b strings.Builder
+	var last rune
+	for _, c := range s {
+		if c == cellQuiet || c == cellWaiting || c == last {
+			continue
+		}
+		b.WriteRune(c)
+		last = c
+	}
+	return b.String()
+}
+
+func readGolden(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(goldenPath)
+	require.NoError(t, err)
+	return string(b)
+}
+
+// TestSummaryDiffTakesJitter: the golden against itself with every timing
+// figure moved within the slack, and quiet cells come and gone.
+func TestSummaryDiffTakesJitter(t *testing.T) {
+	golden := readGolden(t)
+	assert.Empty(t, summaryDiff(golden, golden))
+	ms, seconds := regexp.MustCompile(`\b\d{3,5}\b`), regexp.MustCompile(`\b\d+\.\d{3}\b`)
+	lines := strings.Split(golden, "\n")
+	for i, l := range lines {
+		switch {
+		case strings.Contains(l, "|"): // a call: its milliseconds 20 ms late
+			lines[i] = ms.ReplaceAllStringFunc(l, func(m string) string {
+				v, _ := strconv.Atoi(m)
+				return strconv.Itoa(v + 20)
+			})
+		case seconds.MatchString(l): // a histogram: its quantiles 20 ms late
+			lines[i] = seconds.ReplaceAllStringFunc(l, func(m string) string {
+				v, _ := strconv.ParseFloat(m, 64)
+				return strconv.FormatFloat(v+0.02, 'f', 3, 64)
+			})
+		}
+	}
+	jittered := strings.ReplaceAll(strings.Join(lines, "\n"), "##.##", "#####")
+	jittered = strings.Replace(jittered, "fakellm at http://127.0.0.1:PORT", "fakellm at http://127.0.0.1:41234", 1)
+	assert.Empty(t, summaryDiff(golden, jittered))
+}
+
+// TestSummaryDiffCatchesDrift: what the docs must not silently lose.
+func TestSummaryDiffCatchesDrift(t *testing.T) {
+	golden := readGolden(t)
+	lines := strings.Split(golden, "\n")
+	row := func(prefix string) int {
+		for i, l := range lines {
+			if strings.HasPrefix(strings.TrimSpace(l), prefix) {
+				return i
+			}
+		}
+		t.Fatalf("golden has no line starting with %q", prefix)
+		return 0
+	}
+	mutate := func(i int, f func(string) string) string {
+		out := append([]string{}, lines...)
+		out[i] = f(out[i])
+		return strings.Join(out, "\n")
+	}
+	first := row("1 ")
+	cells := rowCells(lines[first])
+	for name, got := range map[string]string{
+		"a TTFT far from the plan": mutate(first, func(l string) string {
+			v, _ := strconv.Atoi(cells[4])
+			return strings.Replace(l, "  "+cells[4]+"  ", fmt.Sprintf("  %d  ", v+1000), 1)
+		}),
+		"another chunk count": mutate(first, func(l string) string { return strings.Replace(l, "  60  ", "  59  ", 1) }),
+		"a stall more":        mutate(row("1 "), func(l string) string { return strings.Replace(l, "  "+cells[8]+"  ", "  9  ", 1) }),
+		"a stall less in the timeline": mutate(first, func(l string) string {
+			i := strings.IndexByte(l, '|')
+			return l[:i] + strings.ReplaceAll(l[i:], " ", "#")
+		}),
+		"reasoning gone from a timeline": mutate(row("17 "), func(l string) string {
+			i := strings.IndexByte(l, '|')
+			return l[:i] + strings.ReplaceAll(l[i:], "r", "#")
+		}),
+		"a metric line missing": strings.Replace(golden, lines[row("llm.stream.time_to_first_answer")]+"\n", "", 1),
+		"a counter changed":     mutate(row("llm.stream.calls{"), func(l string) string { return l + "0" }),
+		"a new column":          mutate(row("#"), func(l string) string { return l + "  TTFB" }),
+	} {
+		assert.NotEmpty(t, summaryDiff(golden, got), name)
+	}
+}
