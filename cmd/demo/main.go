@@ -27,11 +27,14 @@ type options struct {
 }
 
 // defaultOptions are what `make run` runs, and what the golden test holds
-// the demo's output to.
+// the demo's output to. Seed 80 draws a mix with every profile, and plans
+// whose silences are all chunk pacing or stalls of 4.4 s and more: none is
+// near the 2 s threshold, so a loaded machine's late timers cannot change a
+// stall count.
 func defaultOptions() options {
 	return options{
 		otelcol: "_build/otelcol-streamstall", fakellm: "_build/fakellm",
-		streams: 36, concurrency: 12, timeFactor: 0.1, seed: 7, hold: true,
+		streams: 36, concurrency: 12, timeFactor: 0.1, seed: 80, hold: true,
 	}
 }
 
