@@ -334,3 +334,89 @@ func matchesLines(out, sample string) bool {
 	}
 	return true
 }
+
+// grafanaPipeline turns OTLP spans into the connector's metrics on a
+// prometheus exporter, for the Prometheus of grafana.md to scrape.
+const grafanaPipeline = `
+receivers:
+  otlp:
+    protocols:
+      http:
+        endpoint: 127.0.0.1:${OTLP}
+processors:
+  stall: {}
+connectors:
+  stall_metrics:
+    flush_interval: 1s
+exporters:
+  prometheus:
+    endpoint: 127.0.0.1:${PROM}
+service:
+  pipelines:
+    traces:
+      receivers: [otlp]
+      processors: [stall]
+      exporters: [stall_metrics]
+    metrics:
+      receivers: [stall_metrics]
+      exporters: [prometheus]
+`
+
+// nativeHistogramsFlag is what grafana.md says Prometheus 2.40 to 3.8 must
+// be started with.
+const nativeHistogramsFlag = "--enable-feature=native-histograms"
+
+// TestGrafanaPrometheusConfig checks grafana.md's prometheus.yml with the
+// promtool of the Prometheus that make prometheus installs, then runs that
+// Prometheus with it (its targets replaced by a collector) and the flag the
+// doc names, and finds the stall histogram stored as a native histogram.
+func TestGrafanaPrometheusConfig(t *testing.T) {
+	const doc = "../docs/grafana.md"
+	promtool, err := exec.LookPath("promtool")
+	require.NoError(t, err, "promtool is missing: run these tests with `make e2e`, which installs Debian's prometheus package")
+	b, err := os.ReadFile(doc)
+	require.NoError(t, err)
+	require.Contains(t, string(b), "`"+nativeHistogramsFlag+"`", "grafana.md names the flag this test starts Prometheus with")
+
+	dir := t.TempDir()
+	config := docBlock(t, doc, "Prometheus must keep native histograms", "yaml", 0).Text
+	path, err := harness.WriteFile(dir, "prometheus.yml", config)
+	require.NoError(t, err)
+	out, err := exec.Command(promtool, "check", "config", path).CombinedOutput()
+	require.NoError(t, err, "promtool check config on grafana.md's prometheus.yml:\n%s", out)
+
+	otlpPort, promPort := freePort(t), freePort(t)
+	collector(t, fill(grafanaPipeline, "OTLP", otlpPort, "PROM", promPort))
+	const docTargets = "['collector-1:9464', 'collector-2:9464']"
+	require.Contains(t, config, docTargets, "grafana.md's scrape targets: update this test")
+	path, err = harness.WriteFile(dir, "prometheus-e2e.yml", strings.Replace(config, docTargets, fmt.Sprintf("['127.0.0.1:%d']", promPort), 1))
+	require.NoError(t, err)
+	web := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	p := start(t, "prometheus", prometheusBinary(t), "--config.file="+path, "--storage.tsdb.path="+filepath.Join(dir, "data"),
+		"--web.listen-address="+web, nativeHistogramsFlag, "--log.level=warn")
+	waitHTTP(t, p, "http://"+web+"/-/ready", http.StatusOK)
+	prom := &harness.Prometheus{Process: p, URL: "http://" + web}
+
+	sample, err := os.ReadFile("../testdata/openllmetry-streams.json")
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	status, body, err := postJSON(ctx, fmt.Sprintf("http://127.0.0.1:%d/v1/traces", otlpPort), sample)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, status, body)
+
+	// The doc's scrape_interval is 15 s: the first scrape with the data
+	// comes within two of them.
+	eventually(t, 45*time.Second, "a native histogram of stalls in Prometheus", func() error {
+		r, err := prom.Query(ctx, "llm_stream_stall_duration_seconds")
+		if err != nil {
+			return err
+		}
+		for _, s := range r.Result {
+			if len(s.Histogram) == 2 {
+				return nil
+			}
+		}
+		return fmt.Errorf("%w: %+v", errNotYet, r.Result)
+	})
+}
