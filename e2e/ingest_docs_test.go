@@ -72,7 +72,7 @@ func exampleThreshold(t *testing.T) string {
 // figures.
 type thresholdRow struct {
 	threshold, label string
-	want         map[string]string // attribute: value as the span prints it
+	want             map[string]string // attribute: value as the span prints it
 }
 
 // shellExampleTable reads the table that follows the shell example.
