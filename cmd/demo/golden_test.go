@@ -212,7 +212,7 @@ func TestSummaryDiffTakesJitter(t *testing.T) {
 func TestSummaryDiffCatchesDrift(t *testing.T) {
 	golden := readGolden(t)
 	lines := strings.Split(golden, "\n")
-	row := func(prefix string) int {
+	line := func(prefix string) int {
 		for i, l := range lines {
 			if strings.HasPrefix(strings.TrimSpace(l), prefix) {
 				return i
@@ -221,32 +221,42 @@ func TestSummaryDiffCatchesDrift(t *testing.T) {
 		t.Fatalf("golden has no line starting with %q", prefix)
 		return 0
 	}
-	mutate := func(i int, f func(string) string) string {
+	// call is the line of the first call whose cells satisfy match.
+	call := func(what string, match func(cells []string) bool) int {
+		for i, l := range lines {
+			if strings.Contains(l, "|") && strings.HasPrefix(l, "  ") && match(rowCells(l)) {
+				return i
+			}
+		}
+		t.Fatalf("golden has no call %s", what)
+		return 0
+	}
+	// Cells of the per-call table: 3 chunks, 4 TTFT, 8 stalls, 11 timeline.
+	setCell := func(i, cell int, f func(string) string) string {
+		cells := rowCells(lines[i])
+		cells[cell] = f(cells[cell])
 		out := append([]string{}, lines...)
-		out[i] = f(out[i])
+		out[i] = "  " + strings.Join(cells, "  ")
 		return strings.Join(out, "\n")
 	}
-	first := row("1 ")
-	cells := rowCells(lines[first])
+	stalled := call("with a stall", func(c []string) bool { return c[8] != "0" && c[8] != "-" })
+	reasoned := call("with reasoning", func(c []string) bool { return strings.Contains(c[11], "r") })
 	for name, got := range map[string]string{
-		"a TTFT far from the plan": mutate(first, func(l string) string {
-			v, _ := strconv.Atoi(cells[4])
-			return strings.Replace(l, "  "+cells[4]+"  ", fmt.Sprintf("  %d  ", v+1000), 1)
+		"a TTFT far from the plan": setCell(stalled, 4, func(v string) string {
+			n, _ := strconv.Atoi(v)
+			return strconv.Itoa(n + 1000)
 		}),
-		"another chunk count": mutate(first, func(l string) string { return strings.Replace(l, "  60  ", "  59  ", 1) }),
-		"a stall more":        mutate(row("1 "), func(l string) string { return strings.Replace(l, "  "+cells[8]+"  ", "  9  ", 1) }),
-		"a stall less in the timeline": mutate(first, func(l string) string {
-			i := strings.IndexByte(l, '|')
-			return l[:i] + strings.ReplaceAll(l[i:], " ", "#")
-		}),
-		"reasoning gone from a timeline": mutate(row("17 "), func(l string) string {
-			i := strings.IndexByte(l, '|')
-			return l[:i] + strings.ReplaceAll(l[i:], "r", "#")
-		}),
-		"a metric line missing": strings.Replace(golden, lines[row("llm.stream.time_to_first_answer")]+"\n", "", 1),
-		"a counter changed":     mutate(row("llm.stream.calls{"), func(l string) string { return l + "0" }),
-		"a new column":          mutate(row("#"), func(l string) string { return l + "  TTFB" }),
+		"another chunk count":            setCell(stalled, 3, func(string) string { return "59" }),
+		"a stall more":                   setCell(stalled, 8, func(v string) string { return v + "1" }),
+		"a stall less in the timeline":   setCell(stalled, 11, func(v string) string { return strings.ReplaceAll(v, " ", "#") }),
+		"reasoning gone from a timeline": setCell(reasoned, 11, func(v string) string { return strings.ReplaceAll(v, "r", "#") }),
+		"a metric line missing":          strings.Replace(golden, lines[line("llm.stream.time_to_first_answer")]+"\n", "", 1),
+		"a counter changed": strings.Replace(golden, lines[line("llm.stream.calls{")],
+			lines[line("llm.stream.calls{")]+"0", 1),
+		"a new column": strings.Replace(golden, lines[line("#")], lines[line("#")]+"  TTFB", 1),
 	} {
 		assert.NotEmpty(t, summaryDiff(golden, got), name)
 	}
+	// The rebuilt rows themselves pass: only the mutation is caught.
+	assert.Empty(t, summaryDiff(golden, setCell(stalled, 4, func(v string) string { return v })))
 }
