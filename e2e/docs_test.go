@@ -193,6 +193,9 @@ func TestQuickstartOwnCollector(t *testing.T) {
 	spanSample := docBlock(t, doc, "Instrumented apps", "", 0)
 	got = grep("openai.chat")
 	assert.True(t, containsLines(got, spanSample.Text), "quickstart.md line %d: the sample span's figures are not in the grep output:\n%s\nwant:\n%s", spanSample.Line, got, spanSample.Text)
+	// "the span also gets one llm.stream.stall event", as the proxy's span
+	// with its one stall does.
+	assert.Equal(t, 2, strings.Count(col.Output(), "-> Name: "+semconv.EventStall+"\n"), "stall events in the debug output")
 
 	// The metrics of both spans, once stall_metrics has flushed them.
 	metricsCmd := ports.apply(docBlock(t, doc, "The metrics", "sh", 0).Text)
