@@ -2,6 +2,7 @@ package docs_test
 
 import (
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -41,4 +42,58 @@ func indexFrom(lines []string, from int, line string) int {
 		}
 	}
 	return -1
+}
+
+// TestReadmeQuotesTheDemo checks the excerpt of the demo in the README: its
+// rows are rows of the golden summary, cell for cell, without the service
+// column (left out for width).
+func TestReadmeQuotesTheDemo(t *testing.T) {
+	golden, err := os.ReadFile("../cmd/demo/testdata/summary.golden")
+	require.NoError(t, err)
+	rows := map[string][]string{} // golden rows by their first cell, the call's number
+	var header []string
+	for _, line := range strings.Split(string(golden), "\n") {
+		cells := summaryCells(line)
+		switch {
+		case len(cells) > 1 && cells[0] == "#":
+			header = withoutService(cells)
+		case len(cells) > 1 && strings.HasPrefix(cells[len(cells)-1], "|"):
+			rows[cells[0]] = withoutService(cells)
+		}
+	}
+	require.NotEmpty(t, header)
+	blocks, err := mdcode.File("../README.md")
+	require.NoError(t, err)
+	excerpt := mdcode.In(blocks, "What it shows")
+	require.NotEmpty(t, excerpt)
+	lines := strings.Split(strings.TrimSuffix(excerpt[0].Text, "\n"), "\n")
+	assert.Equal(t, header, summaryCells(lines[0]), "README.md line %d: the header", excerpt[0].Line+1)
+	for i, line := range lines[1:] {
+		cells := summaryCells(line)
+		want, ok := rows[cells[0]]
+		if assert.True(t, ok, "README.md line %d: no call %s in the golden summary", excerpt[0].Line+2+i, cells[0]) {
+			assert.Equal(t, want, cells, "README.md line %d", excerpt[0].Line+2+i)
+		}
+	}
+}
+
+var cellSep = regexp.MustCompile(`\s{2,}`)
+
+// summaryCells splits a line of the demo's per-call table into its cells:
+// they are at least two spaces apart, and the timeline, which has blanks
+// of its own, starts at the first '|'.
+func summaryCells(line string) []string {
+	timeline := ""
+	if i := strings.IndexByte(line, '|'); i >= 0 {
+		line, timeline = line[:i], line[i:]
+	}
+	cells := cellSep.Split(strings.TrimSpace(line), -1)
+	if timeline != "" {
+		cells = append(cells, timeline)
+	}
+	return cells
+}
+
+func withoutService(cells []string) []string {
+	return append([]string{cells[0]}, cells[2:]...)
 }
