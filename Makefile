@@ -124,11 +124,12 @@ rules: prometheus
 	promtool check rules docs/prometheus/streamstall-rules.yaml
 	cd docs/prometheus && promtool test rules streamstall-rules.test.yaml
 
-## e2e: the real collector (ocb), a real Jaeger and a real Prometheus on loopback
+## e2e: the real collector (ocb), a real Jaeger and a real Prometheus on loopback, and the demo
+##      against its golden summary (cmd/demo/testdata/summary.golden, which docs/quickstart.md quotes)
 e2e: otelcol jaeger fakellm prometheus
 	STREAMSTALL_OTELCOL=$(CURDIR)/$(OTELCOL) STREAMSTALL_JAEGER=$(CURDIR)/$(JAEGER_BIN) STREAMSTALL_FAKELLM=$(CURDIR)/$(FAKELLM) \
 	STREAMSTALL_PROMETHEUS=$$(command -v prometheus) \
-	  $(GO) test -tags e2e -count=1 -timeout 20m -v ./e2e/...
+	  $(GO) test -tags e2e -count=1 -timeout 20m -v ./e2e/... ./cmd/demo/
 
 ## release: the release commit and the tags of VERSION in this clone (make release VERSION=v0.2.0):
 ##          every requirement between our modules, versions.yaml and both ocb manifests name VERSION,

@@ -86,14 +86,20 @@ func sendTraffic(ctx context.Context, st *stack, o options) (int, error) {
 	for _, c := range calls {
 		sem <- struct{}{}
 		wg.Add(1)
+		// fakellm draws a request's timing from its seed and its arrival
+		// number, so each call waits for the previous one's response headers
+		// (sent at once, before the first token): the calls arrive in plan
+		// order and every run of the demo gets the same timings.
+		arrived := make(chan struct{})
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			if err := stream(ctx, oa, an, c); err != nil {
+			if err := stream(ctx, oa, an, c, func() { close(arrived) }); err != nil {
 				failed.Add(1)
 			}
 			done.Add(1)
 			progress()
 		}()
+		<-arrived
 		progress()
 	}
 	wg.Wait()
@@ -109,7 +115,8 @@ func sendTraffic(ctx context.Context, st *stack, o options) (int, error) {
 }
 
 // stream makes one streaming call and reads it to the end, as a chat UI would.
-func stream(ctx context.Context, oa openai.Client, an anthropic.Client, c plannedCall) error {
+// answered is called once the response headers are in (or the call failed).
+func stream(ctx context.Context, oa openai.Client, an anthropic.Client, c plannedCall, answered func()) error {
 	hdr := func(k, v string) (openaioption.RequestOption, anthropicoption.RequestOption) {
 		return openaioption.WithHeader(k, v), anthropicoption.WithHeader(k, v)
 	}
@@ -120,6 +127,7 @@ func stream(ctx context.Context, oa openai.Client, an anthropic.Client, c planne
 			Model: anthropic.Model(c.model), MaxTokens: 1024,
 			Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Why do LLM streams stall?"))},
 		}, ap1, ap2)
+		answered()
 		for s.Next() {
 		}
 		return s.Err()
@@ -129,6 +137,7 @@ func stream(ctx context.Context, oa openai.Client, an anthropic.Client, c planne
 		Messages:      []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Why do LLM streams stall?")},
 		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
 	}, op1, op2)
+	answered()
 	for s.Next() {
 	}
 	return s.Err()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,66 +81,92 @@ func TestDashboardWorksWithEveryMetricNames(t *testing.T) {
 	assert.Positive(t, alternatives, "the GenAI histograms are queried under both names")
 }
 
-// TestDashboardIsImportable checks what Grafana's import needs: the data
-// source as an input, every panel and variable bound to it, and the three
-// template variables.
-func TestDashboardIsImportable(t *testing.T) {
+// TestDashboardDataSource checks what lets the dashboard work both imported
+// and provisioned from a file: its data source is a template variable of
+// type datasource (Grafana fills it in either way) that every panel, every
+// target and every query variable uses, and no import-time placeholder
+// (${DS_...}, which file provisioning leaves as it is) is left anywhere.
+func TestDashboardDataSource(t *testing.T) {
 	b, err := os.ReadFile(dashboardPath)
 	require.NoError(t, err)
+	assert.False(t, strings.Contains(string(b), "${DS_"), "a ${DS_...} placeholder of an import input: file provisioning does not replace it")
+	type dataSource struct {
+		Type string `json:"type"`
+		UID  string `json:"uid"`
+	}
+	type panel struct {
+		ID         int         `json:"id"`
+		Type       string      `json:"type"`
+		Datasource *dataSource `json:"datasource"`
+		Targets    []struct {
+			Expr       string      `json:"expr"`
+			RefID      string      `json:"refId"`
+			Datasource *dataSource `json:"datasource"`
+		} `json:"targets"`
+		Panels []panel `json:"panels"`
+	}
 	var d struct {
-		Inputs []struct {
-			Name, Type, PluginID string
-		} `json:"__inputs"`
-		UID    string `json:"uid"`
-		Title  string `json:"title"`
-		Panels []struct {
-			ID         int    `json:"id"`
-			Type       string `json:"type"`
-			Datasource *struct {
-				UID string `json:"uid"`
-			} `json:"datasource"`
-			Targets []struct {
-				Expr  string `json:"expr"`
-				RefID string `json:"refId"`
-			} `json:"targets"`
-		} `json:"panels"`
+		Inputs     []json.RawMessage `json:"__inputs"`
+		UID        string            `json:"uid"`
+		Title      string            `json:"title"`
+		Panels     []panel           `json:"panels"`
 		Templating struct {
 			List []struct {
-				Name       string `json:"name"`
-				Datasource struct {
-					UID string `json:"uid"`
-				} `json:"datasource"`
+				Name       string          `json:"name"`
+				Type       string          `json:"type"`
+				Query      json.RawMessage `json:"query"`
+				Datasource *dataSource     `json:"datasource"`
 			} `json:"list"`
 		} `json:"templating"`
 	}
 	require.NoError(t, json.Unmarshal(b, &d))
-	require.Len(t, d.Inputs, 1)
-	assert.Equal(t, "DS_PROMETHEUS", d.Inputs[0].Name)
-	assert.Equal(t, "prometheus", d.Inputs[0].PluginID)
+	assert.Len(t, d.Inputs, 0, "__inputs: the datasource variable replaces the import input")
 	assert.NotEmpty(t, d.UID)
 	assert.NotEmpty(t, d.Title)
-	ids := map[int]bool{}
-	for _, p := range d.Panels {
-		assert.False(t, ids[p.ID], "duplicate panel id %d", p.ID)
-		ids[p.ID] = true
-		if p.Type == "row" {
-			continue
-		}
-		require.NotNil(t, p.Datasource, "panel %d", p.ID)
-		assert.Equal(t, "${DS_PROMETHEUS}", p.Datasource.UID, "panel %d", p.ID)
-		require.NotEmpty(t, p.Targets, "panel %d", p.ID)
-		for _, target := range p.Targets {
-			assert.NotEmpty(t, target.RefID)
-			_, err := dashboard.ExprMetricNames(target.Expr)
-			assert.NoError(t, err)
-		}
-	}
+
+	want := dataSource{Type: "prometheus", UID: "${datasource}"}
+	require.NotEmpty(t, d.Templating.List)
+	dsVar := d.Templating.List[0]
+	assert.Equal(t, "datasource", dsVar.Name)
+	assert.Equal(t, "datasource", dsVar.Type)
+	assert.JSONEq(t, `"prometheus"`, string(dsVar.Query), "a datasource variable lists the data sources of this plugin")
 	var vars []string
-	for _, v := range d.Templating.List {
+	for _, v := range d.Templating.List[1:] {
 		vars = append(vars, v.Name)
-		assert.Equal(t, "${DS_PROMETHEUS}", v.Datasource.UID, v.Name)
+		if assert.NotNil(t, v.Datasource, v.Name) {
+			assert.Equal(t, want, *v.Datasource, "variable %s", v.Name)
+		}
 	}
 	assert.Equal(t, []string{"service", "model", "provider"}, vars)
+
+	ids := map[int]bool{}
+	panels := 0
+	var check func([]panel)
+	check = func(ps []panel) {
+		for _, p := range ps {
+			assert.False(t, ids[p.ID], "duplicate panel id %d", p.ID)
+			ids[p.ID] = true
+			check(p.Panels)
+			if p.Type == "row" {
+				continue
+			}
+			panels++
+			if assert.NotNil(t, p.Datasource, "panel %d", p.ID) {
+				assert.Equal(t, want, *p.Datasource, "panel %d", p.ID)
+			}
+			require.NotEmpty(t, p.Targets, "panel %d", p.ID)
+			for _, target := range p.Targets {
+				assert.NotEmpty(t, target.RefID)
+				if assert.NotNil(t, target.Datasource, "panel %d, target %s", p.ID, target.RefID) {
+					assert.Equal(t, want, *target.Datasource, "panel %d, target %s", p.ID, target.RefID)
+				}
+				_, err := dashboard.ExprMetricNames(target.Expr)
+				assert.NoError(t, err)
+			}
+		}
+	}
+	check(d.Panels)
+	assert.Positive(t, panels)
 }
 
 // emitAll runs streaming spans (a stalled winner of a reasoning model, a
