@@ -1,11 +1,16 @@
-// Package sse parses Server-Sent Events incrementally, as the WHATWG HTML
-// standard ("9.2 Server-sent events", event stream interpretation) defines
-// them: fields event, data, id and retry, multi-line data, comments, CR, LF
-// and CRLF line ends, a leading byte order mark, and lines split across reads.
+// Package sse cuts streamed LLM response bodies into events, incrementally.
+// Mostly they are Server-Sent Events, parsed as the WHATWG HTML standard
+// ("9.2 Server-sent events", event stream interpretation) defines them:
+// fields event, data, id and retry, multi-line data, comments, CR, LF and
+// CRLF line ends (Google ends its events with CRLF CRLF), a leading byte
+// order mark, and lines split across reads. Two APIs stream other framings,
+// cut into the same Event: newline-delimited JSON (Ollama: LineParser) and a
+// JSON array sent element by element (Gemini without alt=sse: ArrayParser).
 //
-// Parser is push-style (feed it bytes as they arrive, it calls back per
-// event); Reader is pull-style over an io.Reader. Both reuse their buffers, so
-// the slices of an Event are only valid until the next call into them.
+// Parser, LineParser and ArrayParser are push-style (feed them bytes as they
+// arrive, they call back per event); Reader is pull-style over an io.Reader.
+// All reuse their buffers, so the slices of an Event are only valid until
+// the next call into them.
 package sse
 
 import (
@@ -160,12 +165,20 @@ func shrink(b []byte) []byte {
 	return b[:0]
 }
 
-func (p *Parser) maxSize() int {
-	if p.MaxEventSize > 0 {
-		return p.MaxEventSize
-	}
-	return DefaultMaxEventSize
+func (p *Parser) maxSize() int { return maxOr(p.MaxEventSize) }
+
+// Flush ends the stream. An unfinished event is discarded, as the standard
+// says: Flush dispatches nothing and is there for the framings that do.
+func (p *Parser) Flush() { p.flush() }
+
+func (p *Parser) flush() bool {
+	p.partial, p.data, p.evType, p.skipping, p.skipLF = p.partial[:0], p.data[:0], p.evType[:0], false, false
+	return false
 }
+
+func (p *Parser) event() *Event    { return &p.ev }
+func (p *Parser) skipped() int64   { return p.oversized }
+func (p *Parser) setMaxSize(n int) { p.MaxEventSize = n }
 
 // next consumes bytes of b up to the end of at most one line and reports
 // whether that line dispatched an event or a comment (then in p.ev). It always
@@ -336,48 +349,119 @@ func parseDigits(v []byte) (int64, bool) {
 	return ms, err == nil
 }
 
+// Splitter is what Parser, LineParser and ArrayParser have in common, for
+// code that reads any of the framings.
+type Splitter interface {
+	Feed(b []byte)
+	// Flush ends the stream, dispatching what its end completes.
+	Flush()
+	Offset() int64
+	Oversized() int64
+	Pending() bool
+}
+
+var (
+	_ Splitter = (*Parser)(nil)
+	_ Splitter = (*LineParser)(nil)
+	_ Splitter = (*ArrayParser)(nil)
+)
+
+// Framing names how a streamed body is cut into events.
+type Framing uint8
+
+const (
+	// FramingSSE is Server-Sent Events (text/event-stream).
+	FramingSSE Framing = iota
+	// FramingNDJSON is one JSON value a line (application/x-ndjson).
+	FramingNDJSON
+	// FramingJSONArray is a JSON array streamed element by element.
+	FramingJSONArray
+)
+
+func (f Framing) String() string {
+	switch f {
+	case FramingNDJSON:
+		return "ndjson"
+	case FramingJSONArray:
+		return "json_array"
+	}
+	return "sse"
+}
+
+// NewSplitter returns the push-style parser of framing f, calling handler
+// per event and bounding an event to maxEventSize bytes (0: the default).
+func NewSplitter(f Framing, maxEventSize int, handler func(ev *Event)) Splitter {
+	switch f {
+	case FramingNDJSON:
+		return &LineParser{Handler: handler, MaxEventSize: maxEventSize}
+	case FramingJSONArray:
+		return &ArrayParser{Handler: handler, MaxEventSize: maxEventSize}
+	}
+	return &Parser{Handler: handler, MaxEventSize: maxEventSize}
+}
+
 // Reader reads events from an io.Reader, one per call to Next.
 type Reader struct {
 	// Comments makes Next return comment lines too (Event.Comment set), for
-	// clients that track keepalives.
+	// clients that track keepalives. Only Server-Sent Events have comments.
 	Comments bool
 
 	r     io.Reader
-	p     Parser
+	p     stepper
 	buf   []byte
 	start int
 	end   int
 	err   error
+	ended bool // the stream's end was flushed
 }
 
-// NewReader returns a Reader over r.
-func NewReader(r io.Reader) *Reader {
-	return &Reader{r: r, buf: make([]byte, 32<<10)}
+// NewReader returns a Reader of Server-Sent Events over r.
+func NewReader(r io.Reader) *Reader { return NewFramedReader(FramingSSE, r) }
+
+// NewFramedReader returns a Reader over r of the events of framing f.
+func NewFramedReader(f Framing, r io.Reader) *Reader {
+	var p stepper
+	switch f {
+	case FramingNDJSON:
+		p = &LineParser{}
+	case FramingJSONArray:
+		p = &ArrayParser{}
+	default:
+		p = &Parser{}
+	}
+	return &Reader{r: r, p: p, buf: make([]byte, 32<<10)}
 }
 
 // SetMaxEventSize bounds the bytes one event may buffer (see Parser).
-func (r *Reader) SetMaxEventSize(n int) { r.p.MaxEventSize = n }
+func (r *Reader) SetMaxEventSize(n int) { r.p.setMaxSize(n) }
 
 // Next returns the next event. Its slices are valid until the next call. At
-// the end of the stream it returns io.EOF (an unfinished event is discarded);
-// read errors are returned as they are. Unlike a Parser, a Reader stops at an
-// oversized event: Next returns ErrEventTooLarge from then on.
+// the end of the stream it returns io.EOF (an unfinished Server-Sent Event is
+// discarded, a last NDJSON line without its line feed is returned first);
+// read errors are returned as they are. Unlike the push-style parsers, a
+// Reader stops at an oversized event: Next returns ErrEventTooLarge from then on.
 func (r *Reader) Next() (Event, error) {
 	for {
 		for r.start < r.end {
-			if r.p.oversized > 0 {
+			if r.p.skipped() > 0 {
 				return Event{}, ErrEventTooLarge
 			}
 			n, d := r.p.next(r.buf[r.start:r.end])
 			r.start += n
 			if d == dispatchEvent || (d == dispatchComment && r.Comments) {
-				return r.p.ev, nil
+				return *r.p.event(), nil
 			}
 		}
-		if r.p.oversized > 0 {
+		if r.p.skipped() > 0 {
 			return Event{}, ErrEventTooLarge
 		}
 		if r.err != nil {
+			if r.err == io.EOF && !r.ended {
+				r.ended = true
+				if r.p.flush() {
+					return *r.p.event(), nil
+				}
+			}
 			return Event{}, r.err
 		}
 		n, err := r.r.Read(r.buf)
