@@ -70,11 +70,32 @@ type Meta struct {
 	OutputTokens    int64
 	HasInputTokens  bool
 	HasOutputTokens bool
-	// ErrorType is the provider's error type or code; ErrorMessage its text,
-	// which may quote the request and so must not be recorded either.
+	// ErrorType is the provider's identifier of an error, as the GenAI
+	// conventions want error.type: its error code when it gives one (for
+	// Google, the status name: RESOURCE_EXHAUSTED), else its error type.
+	// Classify sets ErrorTypeUnknown on an error frame that has neither;
+	// ParseResponse leaves it empty, for the caller to fall back on the HTTP
+	// status code. ErrorMessage is the error's text, which may quote the
+	// request and so must not be recorded either.
 	ErrorType    string
 	ErrorMessage string
+	// Server holds the server's own timings of the call, when it reports
+	// them (Ollama does, on its last frame).
+	Server ServerTimings
 }
+
+// ServerTimings are the durations a server reports for its own work, in
+// nanoseconds, zero when not reported: with them an operator tells the
+// engine's time from the network's.
+type ServerTimings struct {
+	Total      int64 // the whole request, as the server saw it
+	Load       int64 // loading the model
+	PromptEval int64 // evaluating the prompt (prefill)
+	Eval       int64 // generating the output (decode)
+}
+
+// ErrorTypeUnknown is the error type of an error frame that names none.
+const ErrorTypeUnknown = "error"
 
 // Merge folds the metadata of a later frame into m: ids and models keep their
 // first value, finish reasons accumulate, token counts take the latest
@@ -95,6 +116,9 @@ func (m *Meta) Merge(o *Meta) {
 	}
 	if o.ErrorType != "" || o.ErrorMessage != "" {
 		m.ErrorType, m.ErrorMessage = o.ErrorType, o.ErrorMessage
+	}
+	if o.Server != (ServerTimings{}) {
+		m.Server = o.Server
 	}
 }
 
@@ -134,11 +158,18 @@ func Classify(shape Shape, ev *sse.Event) (Frame, error) {
 		err = classifyResponses(ev.Type, data, &f)
 	case ShapeMessages:
 		err = classifyMessages(data, &f)
+	case ShapeGemini:
+		err = classifyGemini(data, &f)
+	case ShapeOllamaChat, ShapeOllamaGenerate:
+		err = classifyOllama(data, &f)
 	default:
 		return Frame{Kind: KindMeta}, nil
 	}
 	if err != nil {
 		return Frame{Kind: KindMeta}, fmt.Errorf("%w: %s: %w", ErrMalformed, shape, err)
+	}
+	if f.Kind == KindError && f.Meta.ErrorType == "" {
+		f.Meta.ErrorType = ErrorTypeUnknown
 	}
 	return f, nil
 }
@@ -160,13 +191,12 @@ type apiError struct {
 	Message string          `json:"message"`
 }
 
+// meta records the error: its code when it has one (OpenAI's 429 is type
+// "requests", code "rate_limit_exceeded"), else its type.
 func (e *apiError) meta(m *Meta) {
-	m.ErrorType = e.Type
+	m.ErrorType = rawString(e.Code)
 	if m.ErrorType == "" {
-		m.ErrorType = rawString(e.Code)
-	}
-	if m.ErrorType == "" {
-		m.ErrorType = "error"
+		m.ErrorType = e.Type
 	}
 	m.ErrorMessage = e.Message
 }

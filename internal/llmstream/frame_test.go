@@ -164,7 +164,7 @@ func TestClassify(t *testing.T) {
 }
 
 func TestClassifyMalformed(t *testing.T) {
-	for _, shape := range []Shape{ShapeChatCompletions, ShapeCompletions, ShapeResponses, ShapeMessages} {
+	for shape := ShapeChatCompletions; shape < shapes; shape++ {
 		f, err := Classify(shape, ev("", `{"choices":`))
 		require.ErrorIs(t, err, ErrMalformed)
 		assert.Equal(t, KindMeta, f.Kind, "a malformed frame is never content")
@@ -236,9 +236,24 @@ func TestParseResponse(t *testing.T) {
 			Meta{ResponseID: "msg_9", ResponseModel: "claude", FinishReasons: []string{"tool_use"}, InputTokens: 5, OutputTokens: 6, HasInputTokens: true, HasOutputTokens: true}},
 		{"messages error", ShapeMessages, `{"type":"error","error":{"type":"rate_limit_error","message":"slow"}}`,
 			Meta{ErrorType: "rate_limit_error", ErrorMessage: "slow"}},
-		{"openai error", ShapeChatCompletions, `{"error":{"message":"bad key","type":"invalid_request_error","code":"invalid_api_key"}}`,
-			Meta{ErrorType: "invalid_request_error", ErrorMessage: "bad key"}},
+		{"openai error: its code before its type", ShapeChatCompletions, `{"error":{"message":"bad key","type":"invalid_request_error","code":"invalid_api_key"}}`,
+			Meta{ErrorType: "invalid_api_key", ErrorMessage: "bad key"}},
+		{"openai 429", ShapeChatCompletions, `{"error":{"message":"Rate limit reached for requests","type":"requests","param":null,"code":"rate_limit_exceeded"}}`,
+			Meta{ErrorType: "rate_limit_exceeded", ErrorMessage: "Rate limit reached for requests"}},
+		{"openai error without code", ShapeResponses, `{"error":{"message":"m","type":"server_error","code":null}}`,
+			Meta{ErrorType: "server_error", ErrorMessage: "m"}},
+		{"error naming nothing: the caller falls back on the status", ShapeChatCompletions, `{"error":{"message":"m"}}`,
+			Meta{ErrorMessage: "m"}},
 		{"unknown shape error", ShapeUnknown, `{"error":{"code":"x"}}`, Meta{ErrorType: "x"}},
+		{"gemini", ShapeGemini, `{"candidates":[{"content":{"parts":[{"text":"secret"}],"role":"model"},"finishReason":"MAX_TOKENS"}],"usageMetadata":{"promptTokenCount":4,"candidatesTokenCount":9,"thoughtsTokenCount":3,"toolUsePromptTokenCount":2},"modelVersion":"gemini-2.5-pro","responseId":"r1"}`,
+			Meta{ResponseID: "r1", ResponseModel: "gemini-2.5-pro", FinishReasons: []string{"MAX_TOKENS"}, InputTokens: 6, OutputTokens: 12, HasInputTokens: true, HasOutputTokens: true}},
+		{"gemini error: its status name before its code", ShapeGemini, `{"error":{"code":429,"message":"Resource has been exhausted","status":"RESOURCE_EXHAUSTED"}}`,
+			Meta{ErrorType: "RESOURCE_EXHAUSTED", ErrorMessage: "Resource has been exhausted"}},
+		{"gemini error in an array", ShapeGemini, `[{"error":{"code":400,"message":"bad"}}]`, Meta{ErrorType: "400", ErrorMessage: "bad"}},
+		{"ollama chat", ShapeOllamaChat, `{"model":"llama3.2","created_at":"2026-11-29T12:00:00Z","message":{"role":"assistant","content":"secret"},"done_reason":"stop","done":true,"total_duration":5,"load_duration":1,"prompt_eval_count":3,"prompt_eval_duration":2,"eval_count":7,"eval_duration":2}`,
+			Meta{ResponseModel: "llama3.2", FinishReasons: []string{"stop"}, InputTokens: 3, OutputTokens: 7, HasInputTokens: true, HasOutputTokens: true,
+				Server: ServerTimings{Total: 5, Load: 1, PromptEval: 2, Eval: 2}}},
+		{"ollama error: a message only", ShapeOllamaGenerate, `{"error":"model 'x' not found"}`, Meta{ErrorMessage: "model 'x' not found"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -257,8 +272,13 @@ func FuzzClassify(f *testing.F) {
 	f.Add(uint8(4), "content_block_delta", `{"type":"content_block_delta","delta":{"type":"text_delta","text":"x"}}`)
 	f.Add(uint8(4), "", `{"type":"message_start","message":{"usage":{"input_tokens":1}}}`)
 	f.Add(uint8(2), "", `[DONE]`)
+	f.Add(uint8(ShapeGemini), "", `{"candidates":[{"content":{"parts":[{"text":"a","thought":true},{"functionCall":{"name":"f","args":{}}}]}}],"usageMetadata":{"promptTokenCount":1}}`)
+	f.Add(uint8(ShapeGemini), "", `{"error":{"code":503,"status":"UNAVAILABLE"}}`)
+	f.Add(uint8(ShapeOllamaChat), "", `{"model":"m","message":{"content":"","tool_calls":[{"function":{"name":"f","arguments":{}}}]},"done":false}`)
+	f.Add(uint8(ShapeOllamaGenerate), "", `{"response":"","done":true,"done_reason":"stop","eval_count":3}`)
+	f.Add(uint8(ShapeOllamaChat), "", `{"error":{"message":"x","code":1}}`)
 	f.Fuzz(func(t *testing.T, shape uint8, typ, data string) {
-		s := Shape(shape % 5)
+		s := Shape(shape % uint8(shapes))
 		fr, err := Classify(s, ev(typ, data))
 		if err != nil {
 			assert.Equal(t, KindMeta, fr.Kind)

@@ -9,17 +9,40 @@ type Request struct {
 	Stream bool
 }
 
-// ParseRequest reads the model and stream flag of a JSON request body of any
-// of the four shapes (they agree on both names).
+// ParseRequest reads the model and stream flag of a JSON request body of
+// the OpenAI and Anthropic shapes (they agree on both names, and a stream is
+// only sent when asked for).
 func ParseRequest(body []byte) (Request, error) {
+	return Endpoint{Shape: ShapeChatCompletions}.ParseRequest(body)
+}
+
+// ParseRequest reads what the request body of a call to e adds to what its
+// path says: the model (unless the path names it, as Gemini's does) and
+// whether a stream was asked for (Gemini's path says; Ollama streams unless
+// the body says "stream": false; the others stream only when it says true).
+func (e Endpoint) ParseRequest(body []byte) (Request, error) {
 	var r struct {
 		Model  string `json:"model"`
-		Stream bool   `json:"stream"`
+		Stream *bool  `json:"stream"`
+	}
+	out := Request{Model: e.Model, Stream: e.Stream}
+	if e.Shape == ShapeGemini {
+		// The body holds the prompt and nothing telemetry records.
+		return out, nil
 	}
 	if err := decode(body, &r); err != nil {
-		return Request{}, fmt.Errorf("%w: request: %w", ErrMalformed, err)
+		return out, fmt.Errorf("%w: request: %w", ErrMalformed, err)
 	}
-	return Request(r), nil
+	if out.Model == "" {
+		out.Model = r.Model
+	}
+	switch {
+	case r.Stream != nil:
+		out.Stream = *r.Stream
+	case e.Shape == ShapeOllamaChat || e.Shape == ShapeOllamaGenerate:
+		out.Stream = true
+	}
+	return out, nil
 }
 
 // ParseResponse reads the metadata of a whole (non-streaming) JSON response
@@ -58,6 +81,13 @@ func ParseResponse(shape Shape, body []byte) (Meta, error) {
 			if r.Error != nil {
 				r.Error.meta(&m)
 			}
+		}
+	case ShapeGemini:
+		err = parseGeminiResponse(body, &m)
+	case ShapeOllamaChat, ShapeOllamaGenerate:
+		var r ollamaFrame
+		if err = decode(body, &r); err == nil {
+			r.meta(&m)
 		}
 	default:
 		var r struct {
