@@ -69,6 +69,18 @@ const (
 	AttrServiceInstanceID     = "service.instance.id"
 )
 
+// Server timings (docs/contract.md section 7): the durations an upstream
+// reports for its own work (Ollama does, on its last frame), recorded by the
+// proxy as it read them, doubles in milliseconds, each present when
+// reported. Beside the span's own times they tell the engine's time from the
+// network's and the queue's. They are not figures: no formula derives them.
+const (
+	AttrServerTotalMs      = "llm.server.total_ms"       // the whole request
+	AttrServerLoadMs       = "llm.server.load_ms"        // loading the model
+	AttrServerPromptEvalMs = "llm.server.prompt_eval_ms" // evaluating the prompt (prefill)
+	AttrServerEvalMs       = "llm.server.eval_ms"        // generating the output (decode)
+)
+
 // Derived stream figures (docs/contract.md section 4). Durations are doubles in milliseconds.
 const (
 	AttrChunkCount         = "llm.stream.chunk_count"
