@@ -1,4 +1,4 @@
-// Command fakellm serves a scripted LLM upstream (OpenAI- and Anthropic-compatible SSE) whose
+// Command fakellm serves a scripted LLM upstream (OpenAI, Anthropic, Gemini and Ollama wire formats) whose
 // timing follows named, seedable profiles. See README.md.
 package main
 

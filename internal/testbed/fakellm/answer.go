@@ -6,8 +6,9 @@ import (
 )
 
 const (
-	base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-	hexLow = "0123456789abcdef"
+	base62    = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+	base64URL = base62 + "-_"
+	hexLow    = "0123456789abcdef"
 
 	defaultToolName = "lookup"
 )
@@ -72,7 +73,9 @@ func (a *answer) outputTokens() int { return len(a.pieces) }
 
 // newAnswer generates n content pieces of the given kind. headerChunk makes the first piece of a
 // tool call the OpenAI chat header frame (it carries the call id and name, its arguments are empty).
-func newAnswer(rng *rand.Rand, n int, content, toolName string, headerChunk bool, inputTokens int) *answer {
+// wholeCalls makes each tool-call piece the whole arguments of one call, for the APIs that do not
+// stream arguments in fragments.
+func newAnswer(rng *rand.Rand, n int, content, toolName string, headerChunk, wholeCalls bool, inputTokens int) *answer {
 	a := &answer{
 		toolCallID:  "call_" + randString(rng, base62, 24),
 		itemID:      randString(rng, hexLow, 50),
@@ -86,8 +89,12 @@ func newAnswer(rng *rand.Rand, n int, content, toolName string, headerChunk bool
 		a.toolName = defaultToolName
 	}
 	wordAt := func() string { return words[rng.IntN(len(words))] }
-	switch content {
-	case ContentToolCall:
+	switch {
+	case content == ContentToolCall && wholeCalls:
+		for range n {
+			a.pieces = append(a.pieces, piece{kind: ContentToolCall, text: `{"query":"` + wordAt() + `"}`})
+		}
+	case content == ContentToolCall:
 		args := n
 		if headerChunk {
 			a.toolHeader = true

@@ -21,6 +21,9 @@ const (
 	apiCompletions
 	apiResponses
 	apiMessages
+	apiGemini
+	apiOllamaChat
+	apiOllamaGenerate
 )
 
 func (k apiKind) String() string {
@@ -31,10 +34,19 @@ func (k apiKind) String() string {
 		return "completions"
 	case apiResponses:
 		return "responses"
+	case apiGemini:
+		return "gemini"
+	case apiOllamaChat:
+		return "ollama.chat"
+	case apiOllamaGenerate:
+		return "ollama.generate"
 	default:
 		return "messages"
 	}
 }
+
+// native reports whether the API is Ollama's native one.
+func (k apiKind) native() bool { return k == apiOllamaChat || k == apiOllamaGenerate }
 
 // emitter renders one answer in one API's wire format. Its methods are called in stream order.
 type emitter interface {
@@ -60,9 +72,19 @@ type wireRequest struct {
 	Thinking *struct {
 		Type string `json:"type"`
 	} `json:"thinking"`
+
+	// What the Gemini and Ollama requests say in their own terms.
+	tools     []string // the names of the declared tools
+	thinks    bool     // reasoning was asked for
+	jsonArray bool     // Gemini without alt=sse: the stream is one JSON array
 }
 
+func (wr wireRequest) hasTools() bool { return len(wr.Tools) > 0 || len(wr.tools) > 0 }
+
 func (wr wireRequest) toolName() string {
+	if len(wr.tools) > 0 {
+		return wr.tools[0]
+	}
 	if len(wr.Tools) == 0 {
 		return ""
 	}
@@ -124,9 +146,14 @@ func (x *exchange) serve(r *http.Request) {
 		return
 	}
 	x.rec.setReceived(body)
-	var wr wireRequest
-	if err := json.Unmarshal(body, &wr); err != nil {
-		x.reject(http.StatusBadRequest, "We could not parse the JSON body of your request: "+err.Error())
+	wr, err := x.readRequest(r, body)
+	if errors.Is(err, errBadJSON) {
+		// The providers' own wording, which clients may match.
+		x.reject(http.StatusBadRequest, "We could not parse the JSON body of your request: "+errors.Unwrap(err).Error())
+		return
+	}
+	if err != nil {
+		x.reject(http.StatusBadRequest, err.Error())
 		return
 	}
 	if wr.Model == "" {
@@ -148,9 +175,9 @@ func (x *exchange) serve(r *http.Request) {
 	}
 	if content == "" {
 		switch {
-		case len(wr.Tools) > 0:
+		case wr.hasTools():
 			content = ContentToolCall
-		case x.kind == apiMessages && wr.Thinking != nil && wr.Thinking.Type == "enabled":
+		case x.kind == apiMessages && wr.Thinking != nil && wr.Thinking.Type == "enabled", wr.thinks:
 			content = ContentReasoning
 		default:
 			content = ContentText
@@ -159,9 +186,14 @@ func (x *exchange) serve(r *http.Request) {
 	if x.kind == apiCompletions {
 		content = ContentText // the legacy API has neither tools nor reasoning
 	}
+	if x.kind == apiOllamaGenerate && content == ContentToolCall {
+		content = ContentText // generate takes no tools
+	}
 	plan.Content = content
-	ans := newAnswer(rng, plan.Chunks(), content, wr.toolName(), x.kind == apiChat, len(body)/4)
-	em := x.newEmitter(rng, &wr, ans)
+	// Gemini and Ollama send each tool call whole: one call a chunk.
+	wholeCalls := x.kind == apiGemini || x.kind.native()
+	ans := newAnswer(rng, plan.Chunks(), content, wr.toolName(), x.kind == apiChat, wholeCalls, len(body)/4)
+	em := x.newEmitter(rng, &wr, ans, plan)
 	x.rec.update(func(q *Request) {
 		q.Profile, q.Seed, q.Content, q.Plan, q.ResponseID = st.profile.name, st.seed, content, plan, ans.id
 		q.InputTokens, q.OutputTokens, q.Text = ans.inputTokens, ans.outputTokens(), ans.text(ContentText)
@@ -173,13 +205,51 @@ func (x *exchange) serve(r *http.Request) {
 	case !wr.Stream:
 		x.respond(plan, em)
 	default:
-		x.stream(plan, em)
+		x.stream(plan, em, &wr)
 	}
 }
 
-func (x *exchange) newEmitter(rng *rand.Rand, wr *wireRequest, ans *answer) emitter {
+// readRequest reads the fields fakellm needs from the request, in its API's terms.
+func (x *exchange) readRequest(r *http.Request, body []byte) (wireRequest, error) {
+	var (
+		wr  wireRequest
+		err error
+	)
+	switch x.kind {
+	case apiGemini:
+		if wr, err = geminiPath(r); err != nil {
+			return wr, err
+		}
+		err = geminiWire(r, body, &wr)
+	case apiOllamaChat, apiOllamaGenerate:
+		wr, err = ollamaWire(body)
+	default:
+		err = json.Unmarshal(body, &wr)
+	}
+	if err != nil {
+		return wr, badJSON{err}
+	}
+	return wr, nil
+}
+
+// errBadJSON marks a request body that is not the JSON its API takes.
+var errBadJSON = errors.New("fakellm: request body is not valid JSON")
+
+type badJSON struct{ err error }
+
+func (b badJSON) Error() string        { return errBadJSON.Error() + ": " + b.err.Error() }
+func (b badJSON) Unwrap() error        { return b.err }
+func (b badJSON) Is(target error) bool { return target == errBadJSON }
+
+func (x *exchange) newEmitter(rng *rand.Rand, wr *wireRequest, ans *answer, plan Plan) emitter {
 	created := x.start.Unix()
 	switch x.kind {
+	case apiGemini:
+		ans.id = randString(rng, base64URL, 22)
+		return &geminiEmitter{ans: ans, model: wr.Model, jsonArray: wr.jsonArray}
+	case apiOllamaChat, apiOllamaGenerate:
+		// Ollama's answers have no id.
+		return &ollamaEmitter{ans: ans, model: wr.Model, generate: x.kind == apiOllamaGenerate, start0: x.start, offsets: plan.Offsets()}
 	case apiChat:
 		ans.id = "chatcmpl-" + randString(rng, base62, 29)
 		return &chatEmitter{ans: ans, model: wr.Model, created: created, includeUsage: wr.StreamOptions != nil && wr.StreamOptions.IncludeUsage}
@@ -273,9 +343,14 @@ func (x *exchange) writeErrorMessage(status int, retryAfter time.Duration, msg s
 		h.Set("Retry-After-Ms", strconv.FormatInt(retryAfter.Milliseconds(), 10))
 	}
 	var b []byte
-	if x.kind == apiMessages {
+	switch x.kind {
+	case apiMessages:
 		b = anthropicErrorJSON(status, msg, x.requestID)
-	} else {
+	case apiGemini:
+		b = googleErrorJSON(status, msg)
+	case apiOllamaChat, apiOllamaGenerate:
+		b = ollamaErrorJSON(status, msg)
+	default:
 		b = openAIErrorJSON(status, msg, retryAfter)
 	}
 	h.Set("Content-Type", "application/json")
@@ -318,12 +393,32 @@ func (x *exchange) respond(plan Plan, em emitter) {
 	}
 }
 
-// stream answers with server-sent events, each frame written and flushed on its own.
-func (x *exchange) stream(plan Plan, em emitter) {
+// streamContentType is the media type of the API's streams.
+func (x *exchange) streamContentType(wr *wireRequest) string {
+	switch {
+	case x.kind.native():
+		return "application/x-ndjson"
+	case x.kind == apiGemini && wr.jsonArray:
+		return "application/json; charset=UTF-8"
+	}
+	return "text/event-stream; charset=utf-8"
+}
+
+// keepalives reports whether the API's clients take keepalive frames: Gemini's and Ollama's
+// parse every frame as JSON (a comment or a blank line breaks their SDKs), and the real servers
+// send none.
+func (x *exchange) keepalives() bool { return x.kind != apiGemini && !x.kind.native() }
+
+// stream answers with the API's stream (server-sent events, NDJSON or a JSON array), each frame
+// written and flushed on its own.
+func (x *exchange) stream(plan Plan, em emitter, wr *wireRequest) {
 	h := x.w.Header()
 	x.setRequestID(h)
-	h.Set("Content-Type", "text/event-stream; charset=utf-8")
+	h.Set("Content-Type", x.streamContentType(wr))
 	h.Set("Cache-Control", "no-cache")
+	if !x.keepalives() {
+		plan.KeepaliveEvery = 0
+	}
 	x.writeHeader(http.StatusOK)
 	// Headers go out at once, as real SSE servers do: they say nothing about the first token.
 	if err := x.rc.Flush(); err != nil {

@@ -2,6 +2,7 @@ package fakellm
 
 import (
 	"flag"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -64,5 +65,55 @@ func TestWireGolden(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// TestNativeWireGolden pins the bytes of Gemini (alt=sse, the JSON array, unary) and Ollama's
+// native API (streamed and not) for every content kind.
+func TestNativeWireGolden(t *testing.T) {
+	type call struct{ name, path, body, ext string }
+	const geminiBody = `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]%s}`
+	geminiExtra := map[string]string{
+		ContentText:      "",
+		ContentToolCall:  `,"tools":[{"functionDeclarations":[{"name":"get_weather"}]}]`,
+		ContentReasoning: `,"generationConfig":{"thinkingConfig":{"includeThoughts":true}}`,
+	}
+	ollamaExtra := map[string]string{
+		ContentText:      "",
+		ContentToolCall:  `,"tools":[{"type":"function","function":{"name":"get_weather"}}]`,
+		ContentReasoning: `,"think":true`,
+	}
+	var calls []call
+	for _, content := range []string{ContentText, ContentToolCall, ContentReasoning} {
+		gb := fmt.Sprintf(geminiBody, geminiExtra[content])
+		calls = append(calls,
+			call{"gemini_" + content, "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse", gb, ".sse"},
+			call{"gemini_" + content + "_array", "/v1/projects/p/locations/us-central1/publishers/google/models/gemini-2.5-flash:streamGenerateContent", gb, ".json"},
+			call{"gemini_" + content + "_nonstream", "/v1beta/models/gemini-2.5-flash:generateContent", gb, ".json"},
+			call{"ollama_chat_" + content, "/api/chat", `{"model":"llama3.2","messages":[{"role":"user","content":"hi"}]` + ollamaExtra[content] + `}`, ".ndjson"},
+			call{"ollama_chat_" + content + "_nonstream", "/api/chat", `{"model":"llama3.2","stream":false,"messages":[{"role":"user","content":"hi"}]` + ollamaExtra[content] + `}`, ".json"},
+		)
+	}
+	calls = append(calls, call{"ollama_generate_text", "/api/generate", `{"model":"llama3.2","prompt":"Once"}`, ".ndjson"})
+	for _, c := range calls {
+		t.Run(c.name, func(t *testing.T) {
+			clock := clockwork.NewFakeClockAt(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+			srv, hs := startServer(t, Config{Seed: 2026, Clock: clock, Profile: `{"ttft_ms":0}`, Chunks: 4})
+			resp := postJSON(t, testContext(t), hs.URL+c.path, c.body, nil)
+			require.Equal(t, http.StatusOK, resp.StatusCode)
+			got, err := io.ReadAll(resp.Body)
+			require.NoError(t, err)
+			rec := waitOne(t, srv)
+			if !strings.HasSuffix(c.name, "_nonstream") {
+				assert.Len(t, rec.ChunkTimes, 4)
+			}
+			file := filepath.Join("testdata", "wire", c.name+c.ext)
+			if *update {
+				require.NoError(t, os.WriteFile(file, got, 0o644))
+			}
+			want, err := os.ReadFile(file)
+			require.NoError(t, err, "run with -update to create it")
+			assert.Equal(t, string(want), string(got))
+		})
 	}
 }

@@ -18,7 +18,8 @@ type Request struct {
 	Path   string `json:"path"`
 	// Header holds the request headers as received (the log endpoint redacts credentials).
 	Header http.Header `json:"header"`
-	// API is the endpoint's shape: chat.completions, completions, responses or messages.
+	// API is the endpoint's shape: chat.completions, completions, responses, messages, gemini,
+	// ollama.chat or ollama.generate.
 	API     string `json:"api"`
 	Model   string `json:"model,omitempty"`
 	Profile string `json:"profile,omitempty"`

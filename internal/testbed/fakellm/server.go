@@ -1,6 +1,7 @@
 // Package fakellm is a scripted LLM upstream for tests, benchmarks and the demo. It answers the
-// OpenAI chat completions, completions and Responses APIs and the Anthropic messages API with the
-// real wire formats, paced by named, seedable timing profiles (or an explicit script), and it
+// OpenAI chat completions, completions and Responses APIs, the Anthropic messages API, Gemini's
+// generateContent and streamGenerateContent (Google AI Studio and Vertex AI paths, with and
+// without alt=sse) and Ollama's native /api/chat and /api/generate with the real wire formats, paced by named, seedable timing profiles (or an explicit script), and it
 // records what it sent for assertions.
 package fakellm
 
@@ -98,6 +99,16 @@ func New(cfg Config) (*Server, error) {
 		s.mux.HandleFunc("POST "+prefix+"/v1/completions", s.serveAPI(apiCompletions))
 		s.mux.HandleFunc("POST "+prefix+"/v1/responses", s.serveAPI(apiResponses))
 		s.mux.HandleFunc("POST "+prefix+"/v1/messages", s.serveAPI(apiMessages))
+		// Gemini: "{model}:generateContent" or "{model}:streamGenerateContent" (alt=sse or not),
+		// on Google AI Studio and on Vertex AI.
+		for _, version := range []string{"v1", "v1beta"} {
+			s.mux.HandleFunc("POST "+prefix+"/"+version+"/models/{call}", s.serveAPI(apiGemini))
+		}
+		for _, version := range []string{"v1", "v1beta1"} {
+			s.mux.HandleFunc("POST "+prefix+"/"+version+"/projects/{project}/locations/{location}/publishers/google/models/{call}", s.serveAPI(apiGemini))
+		}
+		s.mux.HandleFunc("POST "+prefix+"/api/chat", s.serveAPI(apiOllamaChat))
+		s.mux.HandleFunc("POST "+prefix+"/api/generate", s.serveAPI(apiOllamaGenerate))
 	}
 	s.mux.HandleFunc("GET "+RequestsPath, s.serveRequests)
 	s.mux.HandleFunc("DELETE "+RequestsPath, s.serveReset)

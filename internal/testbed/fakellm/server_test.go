@@ -499,3 +499,21 @@ func TestDiscardBodies(t *testing.T) {
 	assert.Equal(t, len(b), rec.Bytes, "the accounting stays")
 	assert.Len(t, rec.ChunkTimes, 2)
 }
+
+// TestNativeAPIRejections: Gemini and Ollama requests fakellm cannot serve get a 400 in their
+// provider's error format.
+func TestNativeAPIRejections(t *testing.T) {
+	_, hs := startServer(t, Config{TimeFactor: 0.001})
+	for _, tc := range []struct{ path, body, want string }{
+		{"/v1beta/models/gemini-2.5-flash:countTokens", `{}`, `"status":"INVALID_ARGUMENT"`},
+		{"/v1beta/models/gemini-2.5-flash:streamGenerateContent", `{`, `"status":"INVALID_ARGUMENT"`},
+		{"/api/chat", `{"messages":[]}`, `{"error":"model: field required"}`},
+		{"/api/generate", `[`, `{"error":"We could not parse`},
+	} {
+		resp := postJSON(t, testContext(t), hs.URL+tc.path, tc.body, nil)
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusBadRequest, resp.StatusCode, tc.path)
+		assert.Contains(t, string(b), tc.want, tc.path)
+	}
+}
