@@ -21,6 +21,7 @@ import (
 
 	"github.com/streamstall/streamstall/internal/llmstream"
 	"github.com/streamstall/streamstall/internal/semconv"
+	"github.com/streamstall/streamstall/internal/sse"
 	"github.com/streamstall/streamstall/internal/truncate"
 	"github.com/streamstall/streamstall/receiver/ssecapture/internal/metadata"
 )
@@ -66,7 +67,7 @@ type callDeps struct {
 	logger        *zap.Logger
 	maxValueLen   int
 	keepalives    bool   // record non-content frames
-	provider      string // configured; empty infers it from the shape
+	provider      string // configured; empty infers it from the request path
 	service       string // service.name of every span's resource
 	serverAddress string
 	serverPort    int64
@@ -83,6 +84,7 @@ type call struct {
 	d      *callDeps
 	ctx    context.Context // the inbound request's: done when the client leaves
 	shape  llmstream.Shape
+	ep     llmstream.Endpoint // what the request path says
 	start  int64
 	req    llmstream.Request
 	sc     trace.SpanContext // ours: the inbound trace, our span id
@@ -99,15 +101,14 @@ type call struct {
 	readErr   error
 	errType   string
 	parseErr  error
-	oversized int64 // SSE events skipped for their size
+	oversized int64 // stream frames skipped for their size
 }
 
-func newCall(d *callDeps, r *http.Request, shape llmstream.Shape, body []byte) *call {
-	c := &call{d: d, ctx: r.Context(), shape: shape, start: d.clock.Now().UnixNano(), hedge: pcommon.NewMap()}
-	if req, err := llmstream.ParseRequest(body); err == nil {
-		c.req = req
-		c.req.Model = c.capValue(req.Model)
-	}
+func newCall(d *callDeps, r *http.Request, ep llmstream.Endpoint, body []byte) *call {
+	c := &call{d: d, ctx: r.Context(), shape: ep.Shape, ep: ep, start: d.clock.Now().UnixNano(), hedge: pcommon.NewMap()}
+	// On a body it cannot read, ParseRequest still returns what the path says.
+	c.req, _ = ep.ParseRequest(body)
+	c.req.Model = c.capValue(c.req.Model)
 	inbound := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), propagation.HeaderCarrier(r.Header)))
 	cfg := trace.SpanContextConfig{TraceFlags: trace.FlagsSampled, SpanID: newSpanID()}
 	if inbound.IsValid() {
@@ -188,14 +189,16 @@ func (c *call) injectTraceContext(h http.Header) {
 	propagation.TraceContext{}.Inject(trace.ContextWithSpanContext(context.Background(), c.sc), propagation.HeaderCarrier(h))
 }
 
-// response inspects the upstream's response headers and wraps its body.
+// response inspects the upstream's response headers and wraps its body: a
+// stream (Server-Sent Events, Ollama's NDJSON, Gemini's JSON array) is
+// classified frame by frame, anything else read whole.
 func (c *call) response(resp *http.Response) {
 	c.status = resp.StatusCode
 	mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	if mediaType == "text/event-stream" {
+	if framing, ok := llmstream.StreamFraming(c.shape, c.req.Stream, resp.StatusCode, mediaType); ok {
 		c.streaming = true
-		b := &sseTee{rc: resp.Body, c: c}
-		b.parser.Handler = b.onEvent
+		b := &streamTee{rc: resp.Body, c: c}
+		b.parser = sse.NewSplitter(framing, 0, b.onEvent)
 		resp.Body = b
 		return
 	}
@@ -317,7 +320,7 @@ func (c *call) fillSpan(span ptrace.Span, end int64) {
 	attrs.PutStr(semconv.AttrCapture, semconv.CaptureProxy)
 	provider := c.d.provider
 	if provider == "" {
-		provider = c.shape.Provider()
+		provider = c.ep.Provider
 	}
 	attrs.PutStr(semconv.AttrProviderName, provider)
 	if c.req.Model != "" {
@@ -350,6 +353,7 @@ func (c *call) fillSpan(span ptrace.Span, end int64) {
 	if c.oversized > 0 {
 		attrs.PutInt(semconv.AttrOversizedFrames, c.oversized)
 	}
+	c.putServerTimings(attrs)
 	c.hedge.Range(func(k string, v pcommon.Value) bool {
 		v.CopyTo(attrs.PutEmpty(k))
 		return true
@@ -373,6 +377,24 @@ func (c *call) fillSpan(span ptrace.Span, end int64) {
 		ev.SetName(semconv.EventKeepalive)
 		ev.SetTimestamp(pcommon.Timestamp(fr.at))
 		ev.Attributes().PutStr(semconv.AttrFrameKind, fr.kind)
+	}
+}
+
+// putServerTimings records the durations the upstream reported for its own
+// work, in milliseconds, each when reported.
+func (c *call) putServerTimings(attrs pcommon.Map) {
+	for _, t := range []struct {
+		name string
+		ns   int64
+	}{
+		{semconv.AttrServerTotalMs, c.meta.Server.Total},
+		{semconv.AttrServerLoadMs, c.meta.Server.Load},
+		{semconv.AttrServerPromptEvalMs, c.meta.Server.PromptEval},
+		{semconv.AttrServerEvalMs, c.meta.Server.Eval},
+	} {
+		if t.ns > 0 {
+			attrs.PutDouble(t.name, float64(t.ns)/1e6)
+		}
 	}
 }
 

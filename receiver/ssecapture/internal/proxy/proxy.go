@@ -185,15 +185,15 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	shape := llmstream.ShapeFromPath(r.URL.Path)
-	if shape == llmstream.ShapeUnknown || r.Method != http.MethodPost {
+	ep := llmstream.ParseEndpoint(r.URL.Path)
+	if ep.Shape == llmstream.ShapeUnknown || r.Method != http.MethodPost {
 		// Not an LLM call we understand (model lists, files...): forwarded
 		// as it is, without a span.
 		p.rp.ServeHTTP(w, r)
 		return
 	}
 
-	c := newCall(p.calls, r, shape, body)
+	c := newCall(p.calls, r, ep, body)
 	defer c.finish() // also when ReverseProxy aborts the handler with http.ErrAbortHandler
 	ctx = context.WithValue(r.Context(), callKey{}, c)
 	p.rp.ServeHTTP(w, r.WithContext(c.outgoingContext(ctx)))

@@ -8,7 +8,8 @@ import (
 	"github.com/streamstall/streamstall/internal/sse"
 )
 
-// sseTee passes an SSE body through untouched and classifies its frames
+// streamTee passes a streamed body (SSE, NDJSON or a JSON array: parser
+// cuts it) through untouched and classifies its frames
 // later, in batches: a read's bytes are copied aside with the time they
 // arrived, and parsed once some reads have gathered (or the body closes),
 // when ReverseProxy comes back for more after writing and flushing what it
@@ -19,10 +20,10 @@ import (
 // (the BenchmarkChunkLatency CPU profile had Feed and Classify at about 6 µs
 // a frame, against about 1 in their microbenchmarks). Frames are stamped
 // with the time the read that completed them arrived.
-type sseTee struct {
+type streamTee struct {
 	rc     io.ReadCloser
 	c      *call
-	parser sse.Parser
+	parser sse.Splitter
 	batch  []byte     // the bytes of the reads not parsed yet, back to back
 	reads  []readMark // where each of those reads ends in batch, and when it arrived
 	at     int64      // arrival of the read being parsed
@@ -41,7 +42,7 @@ const (
 	parseBatchBytes = 8 << 10
 )
 
-func (b *sseTee) Read(p []byte) (int, error) {
+func (b *streamTee) Read(p []byte) (int, error) {
 	if len(b.reads) >= parseBatchReads || len(b.batch) >= parseBatchBytes {
 		b.parseBatch()
 	}
@@ -59,15 +60,19 @@ func (b *sseTee) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (b *sseTee) Close() error {
+func (b *streamTee) Close() error {
 	b.parseBatch()
+	if b.c.eof {
+		// A clean end completes a last NDJSON line sent without its line feed.
+		b.parser.Flush()
+	}
 	return b.rc.Close()
 }
 
 // parseBatch parses the reads gathered so far. An event over the parser's
 // size limit is skipped (and counted): the bytes still flow to the client,
 // and the frames after it are parsed as usual.
-func (b *sseTee) parseBatch() {
+func (b *streamTee) parseBatch() {
 	start := 0
 	for _, r := range b.reads {
 		b.at = r.at
@@ -78,7 +83,7 @@ func (b *sseTee) parseBatch() {
 	b.c.oversized = b.parser.Oversized()
 }
 
-func (b *sseTee) onEvent(ev *sse.Event) {
+func (b *streamTee) onEvent(ev *sse.Event) {
 	f, err := llmstream.Classify(b.c.shape, ev)
 	if err != nil {
 		b.c.parseErr = err

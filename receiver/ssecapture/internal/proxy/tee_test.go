@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/streamstall/streamstall/internal/llmstream"
+	"github.com/streamstall/streamstall/internal/sse"
 )
 
 // scriptedBody returns one scripted read per Read call, advancing the fake
@@ -52,16 +53,21 @@ var scriptStart = time.Unix(1_790_000_000, 0)
 
 // newScriptedTee returns a chat-completions tee over a scripted body, its
 // fake clock starting at scriptStart, and the bytes the body will yield.
-func newScriptedTee(reads []scriptedRead) (*sseTee, *scriptedBody, string) {
+func newScriptedTee(reads []scriptedRead) (*streamTee, *scriptedBody, string) {
+	return newShapedTee(llmstream.ShapeChatCompletions, sse.FramingSSE, reads)
+}
+
+// newShapedTee is newScriptedTee for a stream of any shape and framing.
+func newShapedTee(shape llmstream.Shape, framing sse.Framing, reads []scriptedRead) (*streamTee, *scriptedBody, string) {
 	var want strings.Builder
 	for _, r := range reads {
 		want.WriteString(r.data)
 	}
 	clock := clockwork.NewFakeClockAt(scriptStart)
-	c := &call{d: &callDeps{clock: clock}, shape: llmstream.ShapeChatCompletions}
+	c := &call{d: &callDeps{clock: clock, maxValueLen: 256}, shape: shape}
 	body := &scriptedBody{clock: clock, reads: reads}
-	tee := &sseTee{rc: body, c: c}
-	tee.parser.Handler = tee.onEvent
+	tee := &streamTee{rc: body, c: c}
+	tee.parser = sse.NewSplitter(framing, 0, tee.onEvent)
 	return tee, body, want.String()
 }
 
@@ -160,5 +166,53 @@ func TestTeeStampsAcrossBatches(t *testing.T) {
 		assert.Equal(t, scriptStart.Add(wantAt[i]).UnixNano(), ch.at, "frame %d", i)
 	}
 	assert.Empty(t, tee.batch, "everything parsed at close")
+	assert.NoError(t, c.parseErr)
+}
+
+// TestTeeStampsNativeFramings: an Ollama NDJSON line and a Gemini array
+// element carry the time of the read that completed them, when split across
+// reads too; Ollama's last line, sent without its line feed, still counts
+// once the body ends cleanly, and its timings reach the call.
+func TestTeeStampsNativeFramings(t *testing.T) {
+	ms := func(d time.Duration) int64 { return scriptStart.Add(d).UnixNano() }
+	line := func(text string) string {
+		return fmt.Sprintf("{\"model\":\"llama3.2\",\"message\":{\"role\":\"assistant\",\"content\":%q},\"done\":false}\n", text)
+	}
+	tee, _, want := newShapedTee(llmstream.ShapeOllamaChat, sse.FramingNDJSON, []scriptedRead{
+		{10 * time.Millisecond, line("a")},
+		{2 * time.Second, line("b")[:15]},
+		{5 * time.Millisecond, line("b")[15:] + line("c")},
+		{1 * time.Millisecond, `{"model":"llama3.2","message":{"role":"assistant","content":""},"done":true,"done_reason":"stop","eval_count":3,"eval_duration":4000000}`},
+	})
+	got, err := io.ReadAll(tee)
+	require.NoError(t, err)
+	require.NoError(t, tee.Close())
+	assert.Equal(t, want, string(got))
+	c := tee.c
+	require.Len(t, c.chunks, 3)
+	assert.Equal(t, []int64{ms(10 * time.Millisecond), ms(2015 * time.Millisecond), ms(2015 * time.Millisecond)},
+		[]int64{c.chunks[0].at, c.chunks[1].at, c.chunks[2].at})
+	assert.True(t, c.terminal, "the done line without its line feed was read at the end")
+	assert.Equal(t, int64(4000000), c.meta.Server.Eval)
+	assert.Equal(t, []string{"stop"}, c.meta.FinishReasons)
+
+	elem := func(text string) string {
+		return fmt.Sprintf("{\n  \"candidates\": [{\"content\": {\"parts\": [{\"text\": %q}]}}]\n}\n", text)
+	}
+	tee, _, want = newShapedTee(llmstream.ShapeGemini, sse.FramingJSONArray, []scriptedRead{
+		{10 * time.Millisecond, "[" + elem("a")},
+		{3 * time.Second, "," + elem("b")[:12]},
+		{4 * time.Millisecond, elem("b")[12:]},
+		{1 * time.Millisecond, `,{"candidates":[{"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":2,"candidatesTokenCount":2}}]`},
+	})
+	got, err = io.ReadAll(tee)
+	require.NoError(t, err)
+	require.NoError(t, tee.Close())
+	assert.Equal(t, want, string(got))
+	c = tee.c
+	require.Len(t, c.chunks, 2)
+	assert.Equal(t, []int64{ms(10 * time.Millisecond), ms(3014 * time.Millisecond)}, []int64{c.chunks[0].at, c.chunks[1].at})
+	assert.Equal(t, []string{"STOP"}, c.meta.FinishReasons)
+	assert.Equal(t, int64(2), c.meta.OutputTokens)
 	assert.NoError(t, c.parseErr)
 }
