@@ -249,7 +249,7 @@ func (x *exchange) newEmitter(rng *rand.Rand, wr *wireRequest, ans *answer, plan
 		return &geminiEmitter{ans: ans, model: wr.Model, jsonArray: wr.jsonArray}
 	case apiOllamaChat, apiOllamaGenerate:
 		// Ollama's answers have no id.
-		return &ollamaEmitter{ans: ans, model: wr.Model, generate: x.kind == apiOllamaGenerate, start0: x.start, offsets: plan.Offsets()}
+		return &ollamaEmitter{ans: ans, model: wr.Model, generate: x.kind == apiOllamaGenerate, start0: x.start, plan: plan, offsets: plan.Offsets()}
 	case apiChat:
 		ans.id = "chatcmpl-" + randString(rng, base62, 29)
 		return &chatEmitter{ans: ans, model: wr.Model, created: created, includeUsage: wr.StreamOptions != nil && wr.StreamOptions.IncludeUsage}

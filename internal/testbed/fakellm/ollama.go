@@ -77,6 +77,7 @@ type ollamaEmitter struct {
 	model    string
 	generate bool // /api/generate: response and thinking instead of message
 	start0   time.Time
+	plan     Plan
 	offsets  []time.Duration
 }
 
@@ -106,15 +107,18 @@ func (e *ollamaEmitter) frame(at time.Duration, p *piece, call int) ollamaFrame 
 
 func line(v any) []byte { return append(marshal(v), '\n') }
 
-// Timings is what the last frame of an Ollama answer reports of the plan.
-func ollamaTimings(offsets []time.Duration) (total, load, promptEval, eval time.Duration) {
+// ServerTimings are the durations the last frame of an Ollama answer reports for the plan: total
+// the last chunk's offset, prompt evaluation (with a load of an eighth of it) the TTFT, evaluation
+// the first to the last chunk.
+func (p Plan) ServerTimings() (total, load, promptEval, eval time.Duration) {
+	offsets := p.Offsets()
 	first, last := offsets[0], offsets[len(offsets)-1]
 	load = first / 8
 	return last, load, first - load, last - first
 }
 
 func (e *ollamaEmitter) last(f ollamaFrame) ollamaFrame {
-	total, load, promptEval, eval := ollamaTimings(e.offsets)
+	total, load, promptEval, eval := e.plan.ServerTimings()
 	f.Done, f.DoneReason = true, "stop"
 	f.TotalDuration, f.LoadDuration = int64(total), int64(load)
 	f.PromptEvalCount, f.PromptEvalDuration = e.ans.inputTokens, int64(promptEval)

@@ -221,7 +221,7 @@ func TestOllamaChatSDK(t *testing.T) {
 			assert.Equal(t, 12, final.EvalCount)
 			assert.Equal(t, rec.InputTokens, final.PromptEvalCount)
 			offsets := rec.Plan.Offsets()
-			total, load, promptEval, eval := ollamaTimings(offsets)
+			total, load, promptEval, eval := rec.Plan.ServerTimings()
 			assert.Equal(t, offsets[len(offsets)-1], total)
 			assert.Equal(t, total, final.TotalDuration)
 			assert.Equal(t, load, final.LoadDuration)
