@@ -323,3 +323,48 @@ func TestIntegrationConcurrentCallsShareDelaysAndBudget(t *testing.T) {
 	}
 	assert.GreaterOrEqual(t, len(waitRecords(t, srv, calls)), calls)
 }
+
+// TestIntegrationGeminiAndOllamaSources: a stalled Gemini primary loses the
+// TTFT race to an Ollama hedge; each source alone streams to its end, Gemini
+// on its finish reason (it sends no terminal frame), with usage.
+func TestIntegrationGeminiAndOllamaSources(t *testing.T) {
+	srv, base := startFakeLLM(t)
+	root := strings.TrimSuffix(base, "/v1")
+	gemini := func(name, model string, s fakellm.Script) Source {
+		return NewGeminiSource(Endpoint{Name: name, BaseURL: root + "/v1beta", Model: model, APIKey: "k", Header: script(t, s)})
+	}
+	ollama := NewOllamaSource(Endpoint{Name: "ollama", BaseURL: root, Model: "llama3.2",
+		Header: script(t, fakellm.Script{TTFTMillis: 5, GapsMillis: gaps(4, 2)})})
+	h, err := New([]Source{gemini("gemini", "gemini-slow", fakellm.Script{TTFTMillis: 3000, GapsMillis: gaps(4, 1)}), ollama}, Delay(50*time.Millisecond))
+	require.NoError(t, err)
+	res, err := h.Complete(context.Background(), hello)
+	require.NoError(t, err)
+	assert.Equal(t, "ollama", res.Source)
+	recs := waitRecords(t, srv, 2)
+	winner := recordOf(recs, "llama3.2")
+	assert.Equal(t, winner.Text, res.Text)
+	assert.Equal(t, int64(winner.OutputTokens), res.Usage.OutputTokens)
+	assert.True(t, recordOf(recs, "gemini-slow").Disconnected)
+
+	srv.Reset()
+	for _, vertex := range []bool{false, true} {
+		src := gemini("gemini", "gemini-2.5-flash", fakellm.Script{TTFTMillis: 5, GapsMillis: gaps(6, 1)})
+		if vertex {
+			src = NewGeminiSource(Endpoint{Name: "vertex", BaseURL: root + "/v1/projects/p/locations/l/publishers/google", Model: "gemini-2.5-flash",
+				Header: script(t, fakellm.Script{TTFTMillis: 5, GapsMillis: gaps(6, 1)})})
+			assert.Equal(t, "gcp.vertex_ai", src.Provider())
+		}
+		h, err := New([]Source{src})
+		require.NoError(t, err)
+		res, err := h.Complete(context.Background(), hello)
+		require.NoError(t, err)
+		rec := waitRecords(t, srv, 1)[0]
+		srv.Reset()
+		assert.Equal(t, "gemini", rec.API)
+		assert.Equal(t, rec.Text, res.Text)
+		assert.Len(t, res.Chunks, 6)
+		assert.Equal(t, "STOP", res.FinishReason)
+		assert.Equal(t, int64(rec.InputTokens), res.Usage.InputTokens)
+		assert.Equal(t, int64(6), res.Usage.OutputTokens)
+	}
+}

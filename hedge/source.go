@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/streamstall/streamstall/internal/llmstream"
@@ -21,10 +22,14 @@ const maxErrorBody = 512
 type Endpoint struct {
 	// Name identifies the source; empty: the host of BaseURL.
 	Name string
-	// BaseURL is the API root, e.g. https://api.openai.com/v1 or
-	// https://api.anthropic.com/v1.
+	// BaseURL is the API root, e.g. https://api.openai.com/v1,
+	// https://api.anthropic.com/v1, https://generativelanguage.googleapis.com/v1beta
+	// (Gemini; on Vertex AI the publisher's root,
+	// https://aiplatform.googleapis.com/v1/projects/{p}/locations/{l}/publishers/google,
+	// with the access token in Header) or http://localhost:11434 (Ollama).
 	BaseURL string
-	// APIKey is sent as a bearer token (OpenAI) or x-api-key (Anthropic).
+	// APIKey is sent as a bearer token (OpenAI), x-api-key (Anthropic) or
+	// x-goog-api-key (Gemini); Ollama takes none.
 	APIKey string
 	Model  string
 	// Provider overrides gen_ai.provider.name (e.g. "azure.ai.openai" for an
@@ -52,10 +57,26 @@ func NewAnthropicSource(e Endpoint) Source {
 	return newHTTPSource(e, llmstream.ShapeMessages, "/messages")
 }
 
+// NewGeminiSource returns a source for Gemini's streamGenerateContent
+// (alt=sse), on Google AI Studio or Vertex AI: the provider follows from
+// BaseURL's path (gcp.gemini or gcp.vertex_ai). A stream ends, as Gemini's
+// do, after its frame with a finish reason. A continuation's prefix is sent
+// as a final model turn.
+func NewGeminiSource(e Endpoint) Source {
+	return newHTTPSource(e, llmstream.ShapeGemini, "/models/"+url.PathEscape(e.Model)+":streamGenerateContent?alt=sse")
+}
+
+// NewOllamaSource returns a source for Ollama's native /api/chat, streamed
+// as NDJSON. Ollama continues a final assistant message natively.
+func NewOllamaSource(e Endpoint) Source {
+	return newHTTPSource(e, llmstream.ShapeOllamaChat, "/api/chat")
+}
+
 type httpSource struct {
-	e     Endpoint
-	shape llmstream.Shape
-	url   string
+	e       Endpoint
+	shape   llmstream.Shape
+	url     string
+	framing sse.Framing
 }
 
 func newHTTPSource(e Endpoint, shape llmstream.Shape, path string) *httpSource {
@@ -66,10 +87,18 @@ func newHTTPSource(e Endpoint, shape llmstream.Shape, path string) *httpSource {
 	if e.Name == "" {
 		e.Name = strings.TrimPrefix(strings.TrimPrefix(base, "https://"), "http://")
 	}
-	if e.Provider == "" {
-		e.Provider = shape.Provider()
+	s := &httpSource{e: e, shape: shape, url: base + path}
+	if shape == llmstream.ShapeOllamaChat {
+		s.framing = sse.FramingNDJSON
 	}
-	return &httpSource{e: e, shape: shape, url: base + path}
+	if s.e.Provider == "" {
+		s.e.Provider = shape.Provider()
+		if u, err := url.Parse(s.url); err == nil {
+			// Gemini's path tells Vertex AI from Google AI Studio.
+			s.e.Provider = llmstream.ParseEndpoint(u.Path).Provider
+		}
+	}
+	return s
 }
 
 func (s *httpSource) Name() string     { return s.e.Name }
@@ -90,12 +119,18 @@ func (s *httpSource) Open(ctx context.Context, req *Request) (Stream, error) {
 	}
 	hr.Header.Set("Content-Type", "application/json")
 	hr.Header.Set("Accept", "text/event-stream")
-	if s.shape == llmstream.ShapeMessages {
+	switch {
+	case s.shape == llmstream.ShapeMessages:
 		hr.Header.Set("anthropic-version", "2023-06-01")
 		if s.e.APIKey != "" {
 			hr.Header.Set("x-api-key", s.e.APIKey)
 		}
-	} else if s.e.APIKey != "" {
+	case s.shape == llmstream.ShapeOllamaChat:
+		hr.Header.Set("Accept", "application/x-ndjson")
+	case s.e.APIKey == "":
+	case s.shape == llmstream.ShapeGemini:
+		hr.Header.Set("x-goog-api-key", s.e.APIKey)
+	default:
 		hr.Header.Set("Authorization", "Bearer "+s.e.APIKey)
 	}
 	resp, err := s.e.Client.Do(hr)
@@ -107,7 +142,7 @@ func (s *httpSource) Open(ctx context.Context, req *Request) (Stream, error) {
 		_ = resp.Body.Close()
 		return nil, &StatusError{Source: s.e.Name, StatusCode: resp.StatusCode, Body: string(msg)}
 	}
-	r := sse.NewReader(resp.Body)
+	r := sse.NewFramedReader(s.framing, resp.Body)
 	r.Comments = true
 	return &httpStream{src: s, body: resp.Body, r: r}, nil
 }
@@ -118,6 +153,9 @@ type wireMessage struct {
 }
 
 func (s *httpSource) encode(req *Request) ([]byte, error) {
+	if s.shape == llmstream.ShapeGemini {
+		return encodeGemini(req)
+	}
 	msgs := make([]wireMessage, 0, len(req.Messages)+2)
 	if s.shape != llmstream.ShapeMessages && req.System != "" {
 		msgs = append(msgs, wireMessage{Role: "system", Content: req.System})
@@ -134,7 +172,12 @@ func (s *httpSource) encode(req *Request) ([]byte, error) {
 		msgs = append(msgs, wireMessage{Role: "assistant", Content: prefix})
 	}
 	body := map[string]any{"model": s.e.Model, "messages": msgs, "stream": true}
-	if s.shape == llmstream.ShapeMessages {
+	switch s.shape {
+	case llmstream.ShapeOllamaChat:
+		if req.MaxTokens > 0 {
+			body["options"] = map[string]any{"num_predict": req.MaxTokens}
+		}
+	case llmstream.ShapeMessages:
 		maxTokens := req.MaxTokens
 		if maxTokens <= 0 {
 			maxTokens = 4096 // required by the Messages API
@@ -143,7 +186,7 @@ func (s *httpSource) encode(req *Request) ([]byte, error) {
 		if req.System != "" {
 			body["system"] = req.System
 		}
-	} else {
+	default:
 		body["stream_options"] = map[string]any{"include_usage": true}
 		if req.MaxTokens > 0 {
 			body["max_tokens"] = req.MaxTokens
@@ -156,21 +199,58 @@ func (s *httpSource) encode(req *Request) ([]byte, error) {
 	return json.Marshal(body)
 }
 
+type geminiText struct {
+	Text string `json:"text"`
+}
+
+type geminiContent struct {
+	Role  string       `json:"role,omitempty"`
+	Parts []geminiText `json:"parts"`
+}
+
+// encodeGemini writes a GenerateContentRequest: the model is in the path.
+func encodeGemini(req *Request) ([]byte, error) {
+	contents := make([]geminiContent, 0, len(req.Messages)+1)
+	for _, m := range req.Messages {
+		role := m.Role
+		if role == "assistant" {
+			role = "model"
+		}
+		contents = append(contents, geminiContent{Role: role, Parts: []geminiText{{m.Content}}})
+	}
+	if req.Prefix != "" {
+		contents = append(contents, geminiContent{Role: "model", Parts: []geminiText{{req.Prefix}}})
+	}
+	body := map[string]any{"contents": contents}
+	if req.System != "" {
+		body["systemInstruction"] = geminiContent{Parts: []geminiText{{req.System}}}
+	}
+	if req.MaxTokens > 0 {
+		body["generationConfig"] = map[string]any{"maxOutputTokens": req.MaxTokens}
+	}
+	return json.Marshal(body)
+}
+
 // httpStream turns SSE frames into events with llmstream, the one definition
 // of content (docs/contract.md section 3).
 type httpStream struct {
-	src  *httpSource
-	body io.ReadCloser
-	r    *sse.Reader
-	meta llmstream.Meta
-	done bool
+	src   *httpSource
+	body  io.ReadCloser
+	r     *sse.Reader
+	meta  llmstream.Meta
+	ended bool
 }
 
 func (st *httpStream) Recv() (Event, error) {
-	if st.done {
+	if st.ended {
 		return Event{}, io.EOF
 	}
 	ev, err := st.r.Next()
+	if err == io.EOF && len(st.meta.FinishReasons) > 0 {
+		// A clean end after a finish reason is a complete answer, as the
+		// proxy counts it: Gemini sends no terminal frame at all.
+		return st.done(), nil
+	}
 	if err != nil {
 		return Event{}, err
 	}
@@ -188,17 +268,22 @@ func (st *httpStream) Recv() (Event, error) {
 	case llmstream.KindKeepalive, llmstream.KindMeta:
 		out.Type = EventKeepalive
 	case llmstream.KindDone:
-		st.done = true
-		out.Type = EventDone
-		out.Model = st.meta.ResponseModel
-		out.Usage = Usage{InputTokens: st.meta.InputTokens, OutputTokens: st.meta.OutputTokens}
-		if n := len(st.meta.FinishReasons); n > 0 {
-			out.FinishReason = st.meta.FinishReasons[n-1]
-		}
+		return st.done(), nil
 	case llmstream.KindError:
 		return Event{}, &StatusError{Source: st.src.e.Name, StatusCode: streamErrorStatus(f.Meta.ErrorType), Body: f.Meta.ErrorType}
 	}
 	return out, nil
+}
+
+// done is the EventDone that ends the stream.
+func (st *httpStream) done() Event {
+	st.ended = true
+	out := Event{Type: EventDone, Model: st.meta.ResponseModel,
+		Usage: Usage{InputTokens: st.meta.InputTokens, OutputTokens: st.meta.OutputTokens}}
+	if n := len(st.meta.FinishReasons); n > 0 {
+		out.FinishReason = st.meta.FinishReasons[n-1]
+	}
+	return out
 }
 
 func (st *httpStream) Close() error { return st.body.Close() }
@@ -227,10 +312,23 @@ func streamErrorStatus(errorType string) int {
 		return http.StatusNotFound
 	case "request_too_large":
 		return http.StatusRequestEntityTooLarge
-	case "rate_limit_error", "rate_limit_exceeded":
+	case "rate_limit_error", "rate_limit_exceeded", "RESOURCE_EXHAUSTED":
 		return http.StatusTooManyRequests
 	case "overloaded_error":
 		return 529
+	// Google's status names (google.rpc.Code) as its HTTP mapping has them.
+	case "INVALID_ARGUMENT", "FAILED_PRECONDITION", "OUT_OF_RANGE":
+		return http.StatusBadRequest
+	case "UNAUTHENTICATED":
+		return http.StatusUnauthorized
+	case "PERMISSION_DENIED":
+		return http.StatusForbidden
+	case "NOT_FOUND":
+		return http.StatusNotFound
+	case "UNAVAILABLE":
+		return http.StatusServiceUnavailable
+	case "DEADLINE_EXCEEDED":
+		return http.StatusGatewayTimeout
 	}
 	return http.StatusInternalServerError
 }

@@ -61,3 +61,37 @@ func TestStatusErrorClasses(t *testing.T) {
 	assert.Equal(t, 500, streamErrorStatus("api_error"))
 	assert.Equal(t, 500, streamErrorStatus("something new"), "unknown errors are retryable")
 }
+
+func TestEncodeGemini(t *testing.T) {
+	src := NewGeminiSource(Endpoint{BaseURL: "https://generativelanguage.googleapis.com/v1beta/", Model: "gemini-2.5-flash"})
+	assert.Equal(t, "gcp.gemini", src.Provider())
+	assert.Equal(t, "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse", src.(*httpSource).url)
+	req := &Request{System: "be brief", Messages: []Message{{Role: "user", Content: "hi"}, {Role: "assistant", Content: "Hi."}, {Role: "user", Content: "more"}},
+		MaxTokens: 9, Prefix: "Well, "}
+	assert.JSONEq(t, `{
+		"systemInstruction": {"parts": [{"text": "be brief"}]},
+		"generationConfig": {"maxOutputTokens": 9},
+		"contents": [{"role": "user", "parts": [{"text": "hi"}]}, {"role": "model", "parts": [{"text": "Hi."}]},
+		             {"role": "user", "parts": [{"text": "more"}]}, {"role": "model", "parts": [{"text": "Well, "}]}]}`,
+		mustJSON(t, encoded(t, src, req)))
+
+	vertex := NewGeminiSource(Endpoint{BaseURL: "https://aiplatform.googleapis.com/v1/projects/p/locations/global/publishers/google", Model: "gemini-2.5-pro"})
+	assert.Equal(t, "gcp.vertex_ai", vertex.Provider(), "the path says Vertex AI")
+}
+
+func TestEncodeOllama(t *testing.T) {
+	src := NewOllamaSource(Endpoint{BaseURL: "http://127.0.0.1:11434", Model: "llama3.2"})
+	assert.Equal(t, "ollama", src.Provider())
+	req := &Request{System: "be brief", Messages: []Message{{Role: "user", Content: "hi"}}, MaxTokens: 9, Prefix: "Hello, "}
+	assert.JSONEq(t, `{
+		"model": "llama3.2", "stream": true, "options": {"num_predict": 9},
+		"messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"},
+		             {"role": "assistant", "content": "Hello, "}]}`, mustJSON(t, encoded(t, src, req)))
+}
+
+func TestGoogleStreamErrorStatus(t *testing.T) {
+	for name, status := range map[string]int{"RESOURCE_EXHAUSTED": 429, "UNAVAILABLE": 503, "INVALID_ARGUMENT": 400,
+		"UNAUTHENTICATED": 401, "PERMISSION_DENIED": 403, "NOT_FOUND": 404, "DEADLINE_EXCEEDED": 504, "INTERNAL": 500} {
+		assert.Equal(t, status, streamErrorStatus(name), name)
+	}
+}
