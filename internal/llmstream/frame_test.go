@@ -303,6 +303,8 @@ func BenchmarkClassify(b *testing.B) {
 		{"chat", ShapeChatCompletions, ev("", `{"id":"chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT","object":"chat.completion.chunk","created":1741570283,"model":"gpt-4o-2024-08-06","service_tier":"default","system_fingerprint":"fp_4d82a7f2","choices":[{"index":0,"delta":{"content":" world"},"logprobs":null,"finish_reason":null}],"usage":null}`)},
 		{"responses", ShapeResponses, ev("response.output_text.delta", `{"type":"response.output_text.delta","item_id":"msg_67c9fdcecf488190bdd9a0409de3a1ec07b8b0ad4e5eb654","output_index":0,"content_index":0,"delta":" world","sequence_number":7}`)},
 		{"messages", ShapeMessages, ev("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":" world"}}`)},
+		{"gemini", ShapeGemini, ev("", `{"candidates":[{"content":{"parts":[{"text":" world"}],"role":"model"},"index":0}],"usageMetadata":{"promptTokenCount":8,"totalTokenCount":8},"modelVersion":"gemini-2.5-flash","responseId":"nKdLadqXLvOgz7IPkuLx-Ao"}`)},
+		{"ollama", ShapeOllamaChat, ev("", `{"model":"llama3.2","created_at":"2026-11-29T12:00:00.512Z","message":{"role":"assistant","content":" world"},"done":false}`)},
 	}
 	for _, fr := range frames {
 		b.Run(fr.name, func(b *testing.B) {
