@@ -186,7 +186,7 @@ func TestMetaMerge(t *testing.T) {
 		InputTokens: 10, OutputTokens: 42, HasInputTokens: true, HasOutputTokens: true}, m)
 }
 
-func TestShapeFromPath(t *testing.T) {
+func TestShapeFromOpenAIAndAnthropicPaths(t *testing.T) {
 	tests := map[string]Shape{
 		"/v1/chat/completions":         ShapeChatCompletions,
 		"/openai/v1/chat/completions/": ShapeChatCompletions,
@@ -198,7 +198,7 @@ func TestShapeFromPath(t *testing.T) {
 		"":                             ShapeUnknown,
 	}
 	for path, want := range tests {
-		assert.Equal(t, want, ShapeFromPath(path), path)
+		assert.Equal(t, want, ParseEndpoint(path).Shape, path)
 	}
 	assert.Equal(t, "chat", ShapeChatCompletions.Operation())
 	assert.Equal(t, "text_completion", ShapeCompletions.Operation())
@@ -211,13 +211,14 @@ func TestShapeFromPath(t *testing.T) {
 }
 
 func TestParseRequest(t *testing.T) {
-	r, err := ParseRequest([]byte(`{"model":"gpt-4o","messages":[{"role":"user","content":"secret"}],"stream":true}`))
+	chat := ParseEndpoint("/v1/chat/completions")
+	r, err := chat.ParseRequest([]byte(`{"model":"gpt-4o","messages":[{"role":"user","content":"secret"}],"stream":true}`))
 	require.NoError(t, err)
 	assert.Equal(t, Request{Model: "gpt-4o", Stream: true}, r)
-	r, err = ParseRequest([]byte(`{"model":42,"stream":"yes"}`))
+	r, err = chat.ParseRequest([]byte(`{"model":42,"stream":"yes"}`))
 	require.NoError(t, err, "odd types leave fields empty")
 	assert.Equal(t, Request{}, r)
-	_, err = ParseRequest([]byte(`not json`))
+	_, err = chat.ParseRequest([]byte(`not json`))
 	require.ErrorIs(t, err, ErrMalformed)
 }
 
@@ -290,7 +291,7 @@ func FuzzClassify(f *testing.F) {
 			assert.Empty(t, fr.Delta)
 		}
 		_, _ = ParseResponse(s, []byte(data))
-		_, _ = ParseRequest([]byte(data))
+		_, _ = Endpoint{Shape: s}.ParseRequest([]byte(data))
 	})
 }
 

@@ -9,13 +9,6 @@ type Request struct {
 	Stream bool
 }
 
-// ParseRequest reads the model and stream flag of a JSON request body of
-// the OpenAI and Anthropic shapes (they agree on both names, and a stream is
-// only sent when asked for).
-func ParseRequest(body []byte) (Request, error) {
-	return Endpoint{Shape: ShapeChatCompletions}.ParseRequest(body)
-}
-
 // ParseRequest reads what the request body of a call to e adds to what its
 // path says: the model (unless the path names it, as Gemini's does) and
 // whether a stream was asked for (Gemini's path says; Ollama streams unless

@@ -61,8 +61,11 @@ type Endpoint struct {
 	Stream bool
 }
 
-// ParseEndpoint detects the API of a request from its path (see
-// ShapeFromPath for the OpenAI and Anthropic paths). Gemini is recognised by
+// ParseEndpoint detects the API of a request from its path. Suffixes are
+// matched so that gateways mounting an API under a prefix
+// ("/openai/v1/chat/completions") are understood too; Anthropic's path keeps
+// its "/v1" so that other APIs' ".../messages" collections are not mistaken
+// for it. Gemini is recognised by
 // its method suffix on a model resource, under any version and prefix:
 // ".../models/{model}:streamGenerateContent" (Google AI Studio, also
 // tunedModels) and ".../publishers/google/models/{model}:generateContent" or
@@ -140,13 +143,6 @@ func StreamFraming(s Shape, stream bool, status int, mediaType string) (sse.Fram
 	}
 	return 0, false
 }
-
-// ShapeFromPath detects the API shape from a request path. Suffixes are
-// matched so that gateways mounting the API under a prefix
-// ("/openai/v1/chat/completions") are understood too; Anthropic's path keeps
-// its "/v1" so that other APIs' ".../messages" collections are not mistaken
-// for it.
-func ShapeFromPath(path string) Shape { return ParseEndpoint(path).Shape }
 
 // Operation returns the gen_ai.operation.name of the shape, as the GenAI
 // semantic conventions name it: the Responses, Messages and Ollama chat

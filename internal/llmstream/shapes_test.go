@@ -35,7 +35,6 @@ func TestParseEndpoint(t *testing.T) {
 	}
 	for path, want := range tests {
 		assert.Equal(t, want, ParseEndpoint(path), path)
-		assert.Equal(t, want.Shape, ShapeFromPath(path), path)
 	}
 	assert.Equal(t, "generate_content", ShapeGemini.Operation())
 	assert.Equal(t, "chat", ShapeOllamaChat.Operation())
