@@ -56,7 +56,7 @@ func TestFillGenAI(t *testing.T) {
 			},
 		},
 		{
-			name: "openinference system without provider",
+			name:  "openinference system without provider",
 			given: map[string]any{semconv.AttrOpenInferenceSystem: "anthropic"},
 			want:  map[string]any{semconv.AttrOpenInferenceSystem: "anthropic", semconv.AttrProviderName: "anthropic"},
 		},
