@@ -65,6 +65,12 @@ func (c *stallMetrics) recordSpan(res pcommon.Map, span ptrace.Span) {
 	if fig.Has(figures.IdxTimeToFirstAnswerMs) {
 		c.record(c.metrics.ttfa, dims, fig.Float(figures.IdxTimeToFirstAnswerMs)/1e3, semconv.AttrTimeToFirstAnswerMs, span)
 	}
+	if fig.Has(figures.IdxEvidence) {
+		// A marker set (docs/contract.md section 4) measured no gap and no
+		// stall: its TTFT is all it gives. It is no llm.stream.calls call,
+		// whose stalled dimension it cannot fill without a guess.
+		return
+	}
 	stalled := false
 	// A consistent set has the interval figures exactly when chunk_count >= 2.
 	if chunkCount := fig.Int(figures.IdxChunkCount); chunkCount >= 2 {

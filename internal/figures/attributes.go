@@ -26,6 +26,7 @@ const (
 	IdxTimeToFirstAnswerMs
 	IdxReasoningMs
 	IdxReasoningChunkCount
+	IdxEvidence
 	numAttributes
 )
 
@@ -44,6 +45,7 @@ var attributeNames = [numAttributes]string{
 	IdxTimeToFirstAnswerMs: semconv.AttrTimeToFirstAnswerMs,
 	IdxReasoningMs:         semconv.AttrReasoningMs,
 	IdxReasoningChunkCount: semconv.AttrReasoningChunkCount,
+	IdxEvidence:            semconv.AttrEvidence,
 }
 
 // IntervalFigures are the figures present exactly when a span has two chunks

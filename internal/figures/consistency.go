@@ -35,6 +35,8 @@ func attrKind(i int) pcommon.ValueType {
 		return pcommon.ValueTypeInt
 	case IdxBurst:
 		return pcommon.ValueTypeBool
+	case IdxEvidence:
+		return pcommon.ValueTypeStr
 	default:
 		return pcommon.ValueTypeDouble
 	}
@@ -62,6 +64,10 @@ func ReadAttributes(attrs pcommon.Map) Reported {
 			r.ints[i] = v.Int()
 		case pcommon.ValueTypeDouble:
 			r.floats[i] = v.Double()
+		case pcommon.ValueTypeStr: // evidence: the processor writes only markers
+			if v.Str() != semconv.EvidenceMarkers {
+				r.fail(fmt.Errorf("%s: %q, want %q", name, v.Str(), semconv.EvidenceMarkers))
+			}
 		default: // bool: the processor writes burst only as true
 			if !v.Bool() {
 				r.fail(fmt.Errorf("%s: is written only as true", name))
@@ -136,6 +142,9 @@ func (r *Reported) Check() error {
 	}
 	if !r.Any() {
 		return nil
+	}
+	if r.Has(IdxEvidence) {
+		return r.checkMarkers()
 	}
 	if !r.Has(IdxChunkCount) {
 		return errors.New(semconv.AttrChunkCount + ": absent, but other figures or stall events are present")

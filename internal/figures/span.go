@@ -10,14 +10,20 @@ import (
 )
 
 // OutputTokens reads gen_ai.usage.output_tokens, the input of active_tps and
-// of a loser's wasted tokens. Instrumentations write it as an int, a double
-// or a decimal string; ok is false when it is absent, negative, or not a
-// whole number of tokens that fits an int64.
+// of a loser's wasted tokens; ok is false when it is absent or not a
+// TokenCount.
 func OutputTokens(attrs pcommon.Map) (int64, bool) {
 	v, ok := attrs.Get(semconv.AttrUsageOutputTokens)
 	if !ok {
 		return 0, false
 	}
+	return TokenCount(v)
+}
+
+// TokenCount reads a token count. Instrumentations write one as an int, a
+// double or a decimal string; ok is false when it is negative, or not a
+// whole number of tokens that fits an int64.
+func TokenCount(v pcommon.Value) (int64, bool) {
 	switch v.Type() {
 	case pcommon.ValueTypeInt:
 		return v.Int(), v.Int() >= 0

@@ -47,6 +47,25 @@ const (
 // DefaultChunkEventNames are the chunk event names recognised by default.
 func DefaultChunkEventNames() []string { return []string{EventChunk, EventChunkLegacy} }
 
+// Marker events (docs/contract.md section 3): instrumentations that record
+// no event per chunk but mark the first chunk and the end of the stream. The
+// Vercel AI SDK (experimental_telemetry) puts both on its
+// ai.streamText.doStream and ai.streamObject.doStream spans.
+const (
+	// EventVercelFirstChunk marks the first part of the provider stream.
+	EventVercelFirstChunk = "ai.stream.firstChunk"
+	// EventVercelFinish marks the finish part of the provider stream.
+	EventVercelFinish = "ai.stream.finish"
+)
+
+// DefaultFirstChunkMarkerNames are the first-chunk marker event names
+// recognised by default.
+func DefaultFirstChunkMarkerNames() []string { return []string{EventVercelFirstChunk} }
+
+// DefaultFinishMarkerNames are the finish marker event names recognised by
+// default.
+func DefaultFinishMarkerNames() []string { return []string{EventVercelFinish} }
+
 // GenAI attributes read or written by streamstall (OpenTelemetry semantic
 // conventions, with the fallbacks of docs/contract.md section 3).
 const (
@@ -81,6 +100,28 @@ const (
 	AttrServerEvalMs       = "llm.server.eval_ms"        // generating the output (decode)
 )
 
+// Attributes of other instrumentations that stand for a gen_ai.* one, read
+// as its fallbacks (docs/contract.md section 3): the Vercel AI SDK's ai.*
+// names, OpenInference's llm.* names, and the older GenAI token names.
+const (
+	AttrVercelModelID          = "ai.model.id"
+	AttrVercelModelProvider    = "ai.model.provider"
+	AttrVercelResponseModel    = "ai.response.model"
+	AttrVercelPromptTokens     = "ai.usage.promptTokens"     // AI SDK 4
+	AttrVercelCompletionTokens = "ai.usage.completionTokens" // AI SDK 4
+	AttrVercelInputTokens      = "ai.usage.inputTokens"      // AI SDK 5
+	AttrVercelOutputTokens     = "ai.usage.outputTokens"     // AI SDK 5
+
+	AttrOpenInferenceModelName        = "llm.model_name"
+	AttrOpenInferenceProvider         = "llm.provider"
+	AttrOpenInferenceSystem           = "llm.system"
+	AttrOpenInferencePromptTokens     = "llm.token_count.prompt"
+	AttrOpenInferenceCompletionTokens = "llm.token_count.completion"
+
+	AttrUsagePromptTokensLegacy     = "gen_ai.usage.prompt_tokens"
+	AttrUsageCompletionTokensLegacy = "gen_ai.usage.completion_tokens"
+)
+
 // Derived stream figures (docs/contract.md section 4). Durations are doubles in milliseconds.
 const (
 	AttrChunkCount         = "llm.stream.chunk_count"
@@ -100,6 +141,12 @@ const (
 	AttrTimeToFirstAnswerMs = "llm.stream.time_to_first_answer_ms"
 	AttrReasoningMs         = "llm.stream.reasoning_ms"
 	AttrReasoningChunkCount = "llm.stream.reasoning_chunk_count"
+
+	// AttrEvidence says what a figure set was derived from when it was not
+	// one event per chunk: EvidenceMarkers, a first-chunk marker and maybe a
+	// finish marker. Absent on figures derived from chunk events.
+	AttrEvidence    = "llm.stream.evidence"
+	EvidenceMarkers = "markers"
 
 	// EventStall marks one stall, stamped at the chunk that precedes the silence.
 	EventStall               = "llm.stream.stall"

@@ -21,6 +21,9 @@ type Config struct {
 	StallThreshold time.Duration `mapstructure:"stall_threshold"`
 	// ChunkEvents says which span events are content chunks.
 	ChunkEvents ChunkEventsConfig `mapstructure:"chunk_events"`
+	// MarkerEvents says which span events mark the first chunk and the
+	// finish of a stream, on spans without chunk events.
+	MarkerEvents figures.MarkerEventsConfig `mapstructure:"marker_events"`
 	// Spans are OTTL span conditions, OR-ed: only spans matching one of them
 	// are examined. Empty means every span is examined.
 	Spans []string `mapstructure:"spans"`
@@ -65,6 +68,7 @@ func (cfg *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("stall_threshold: must be positive, got %v", cfg.StallThreshold))
 	}
 	errs = append(errs, cfg.ChunkEvents.Check()...)
+	errs = append(errs, cfg.MarkerEvents.Check(cfg.ChunkEvents.Names)...)
 	if cfg.MaxStallEvents < 0 {
 		errs = append(errs, fmt.Errorf("max_stall_events: must not be negative, got %d", cfg.MaxStallEvents))
 	}

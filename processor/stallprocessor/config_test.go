@@ -50,6 +50,10 @@ func TestLoadConfig(t *testing.T) {
 					`attributes["llm.hedge.trigger"] == "stall" and status.code == STATUS_CODE_ERROR`,
 					`IsMatch(name, "^hedge-loser")`,
 				},
+				MarkerEvents: figures.MarkerEventsConfig{
+					FirstChunk: []string{"my.first_token"},
+					Finish:     []string{"my.done", "my.aborted"},
+				},
 				InferHedgeOutcome: true,
 				MaxStallEvents:    0,
 				DropChunkEvents:   true,
@@ -61,6 +65,22 @@ func TestLoadConfig(t *testing.T) {
 			expected: func() component.Config {
 				cfg := createDefaultConfig().(*Config)
 				cfg.ErrorMode = ottl.SilentError
+				return cfg
+			}(),
+		},
+		{
+			id: component.NewIDWithName(metadata.Type, "markers_off"),
+			expected: func() component.Config {
+				cfg := createDefaultConfig().(*Config)
+				cfg.MarkerEvents = figures.MarkerEventsConfig{FirstChunk: []string{}, Finish: []string{}}
+				return cfg
+			}(),
+		},
+		{
+			id: component.NewIDWithName(metadata.Type, "markers_first_only"),
+			expected: func() component.Config {
+				cfg := createDefaultConfig().(*Config)
+				cfg.MarkerEvents = figures.MarkerEventsConfig{FirstChunk: []string{"my.first_token"}, Finish: []string{}}
 				return cfg
 			}(),
 		},
@@ -125,6 +145,22 @@ func TestLoadConfig(t *testing.T) {
 		{
 			id:            component.NewIDWithName(metadata.Type, "bad_chunk_condition"),
 			errorMessages: []string{"chunk_events::conditions: "},
+		},
+		{
+			id:            component.NewIDWithName(metadata.Type, "finish_without_first"),
+			errorMessages: []string{"marker_events::finish: needs a first_chunk marker"},
+		},
+		{
+			id:            component.NewIDWithName(metadata.Type, "marker_is_chunk"),
+			errorMessages: []string{`marker_events::first_chunk[0]: "gen_ai.content.completion.chunk" is a chunk_events name too`},
+		},
+		{
+			id:            component.NewIDWithName(metadata.Type, "marker_twice"),
+			errorMessages: []string{`marker_events::first_chunk[0]: "ai.stream.finish" is a finish marker too`},
+		},
+		{
+			id:            component.NewIDWithName(metadata.Type, "empty_marker"),
+			errorMessages: []string{"marker_events::finish[0]: must not be empty"},
 		},
 		{
 			id:            component.NewIDWithName(metadata.Type, "unknown_key"),

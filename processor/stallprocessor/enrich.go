@@ -14,10 +14,13 @@ import (
 
 // enrich derives the stream figures of one span and writes them. It returns
 // the first chunk time for hedge-outcome inference. A span without a usable
-// chunk event gets no figure; the figures it carries (a first tier dropped
-// its chunk events) are kept only when they are consistent and plausible. A
-// span whose chunk times are implausible gets no figure either, and loses
-// those it carried: figures come only from chunk evidence.
+// chunk event gets the figures of its marker events, if it has any
+// (enrichFromMarkers), else no figure; the figures it carries (a first tier
+// dropped its chunk events) are kept only when they are consistent and
+// plausible. A span whose chunk times are implausible gets no figure either,
+// and loses those it carried: figures come only from chunk evidence. A span
+// that gets figures also gets the gen_ai.* attributes it lacks from other
+// instrumentations' names (figures.FillGenAI).
 func (p *stallProcessor) enrich(ctx context.Context, s *scratch, rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, span ptrace.Span, tally *batchTally) (first int64, hasChunk bool, err error) {
 	c := &s.chunks
 	implausible, err := p.collectChunks(ctx, s, rs, ss, span)
@@ -29,9 +32,9 @@ func (p *stallProcessor) enrich(ctx context.Context, s *scratch, rs ptrace.Resou
 		return 0, false, nil
 	}
 	if len(c.Times) == 0 {
-		p.checkCarried(span, c.StallEvents, tally)
-		return 0, false, nil
+		return p.enrichFromMarkers(s, span, tally)
 	}
+	figures.FillGenAI(span.Attributes())
 	f, r := c.Derive(p.threshold, s.stalls)
 	s.stalls = f.Stalls
 
@@ -179,6 +182,12 @@ func writeFigures(attrs pcommon.Map, f *figures.Figures, r *figures.Reasoning, m
 		attrs.PutInt(semconv.AttrReasoningChunkCount, int64(r.ReasoningChunks))
 		produced.Add(figures.IdxReasoningChunkCount)
 	}
+	removeOtherFigures(attrs, produced)
+}
+
+// removeOtherFigures removes every figure attribute not in produced, and
+// any second copy of one.
+func removeOtherFigures(attrs pcommon.Map, produced figures.Set) {
 	var seen figures.Set
 	attrs.RemoveIf(func(k string, _ pcommon.Value) bool {
 		i, ok := figures.AttributeIndex(k)

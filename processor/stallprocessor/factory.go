@@ -34,6 +34,7 @@ func createDefaultConfig() component.Config {
 	return &Config{
 		StallThreshold: defaultStallThreshold,
 		ChunkEvents:    ChunkEventsConfig{ChunkEventsConfig: figures.DefaultChunkEventsConfig()},
+		MarkerEvents:   figures.DefaultMarkerEventsConfig(),
 		MaxStallEvents: defaultMaxStallEvents,
 		ErrorMode:      ottl.IgnoreError,
 	}

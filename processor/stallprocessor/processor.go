@@ -16,10 +16,12 @@ import (
 )
 
 type stallProcessor struct {
-	logger         *zap.Logger
-	telemetry      *metadata.TelemetryBuilder
-	conditions     *conditions
-	chunks         *figures.ChunkReader
+	logger     *zap.Logger
+	telemetry  *metadata.TelemetryBuilder
+	conditions *conditions
+	chunks     *figures.ChunkReader
+	// markers is nil when marker_events has no first_chunk name.
+	markers        *figures.MarkerReader
 	threshold      int64
 	maxStallEvents int
 	dropChunks     bool
@@ -31,8 +33,9 @@ type stallProcessor struct {
 
 // scratch is the reusable working memory of one batch.
 type scratch struct {
-	chunks figures.Chunks
-	stalls []figures.Stall
+	chunks  figures.Chunks
+	markers figures.Markers
+	stalls  []figures.Stall
 	// chunkMask marks which events of the current span are chunks, so that
 	// drop_chunk_events removes exactly what was measured.
 	chunkMask []bool
@@ -54,11 +57,13 @@ func newStallProcessor(set processor.Settings, cfg *Config) (*stallProcessor, er
 	if err != nil {
 		return nil, fmt.Errorf("creating the stall processor telemetry: %w", err)
 	}
+	chunks := figures.NewChunkReader(cfg.ChunkEvents.ChunkEventsConfig)
 	return &stallProcessor{
 		logger:         set.Logger,
 		telemetry:      tb,
 		conditions:     conds,
-		chunks:         figures.NewChunkReader(cfg.ChunkEvents.ChunkEventsConfig),
+		chunks:         chunks,
+		markers:        figures.NewMarkerReader(cfg.MarkerEvents, chunks),
 		threshold:      cfg.StallThreshold.Nanoseconds(),
 		maxStallEvents: cfg.MaxStallEvents,
 		dropChunks:     cfg.DropChunkEvents,
