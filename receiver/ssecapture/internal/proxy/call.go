@@ -65,6 +65,7 @@ type callDeps struct {
 	clock         clockwork.Clock
 	logger        *zap.Logger
 	maxValueLen   int
+	maxDecoded    int64  // decoded bytes of a content-coded stream
 	keepalives    bool   // record non-content frames
 	provider      string // configured; empty infers it from the shape
 	service       string // service.name of every span's resource
@@ -100,6 +101,9 @@ type call struct {
 	errType   string
 	parseErr  error
 	oversized int64 // SSE events skipped for their size
+	// captureErr says why the frames could not be read (all of them):
+	// llm.stream.capture_error.
+	captureErr string
 }
 
 func newCall(d *callDeps, r *http.Request, shape llmstream.Shape, body []byte) *call {
@@ -192,14 +196,19 @@ func (c *call) injectTraceContext(h http.Header) {
 func (c *call) response(resp *http.Response) {
 	c.status = resp.StatusCode
 	mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	coding, decodable := responseCoding(resp.Header.Values("Content-Encoding"))
 	if mediaType == "text/event-stream" {
 		c.streaming = true
 		b := &sseTee{rc: resp.Body, c: c}
 		b.parser.Handler = b.onEvent
+		b.coded(coding, decodable)
 		resp.Body = b
 		return
 	}
-	resp.Body = &jsonTee{rc: resp.Body, c: c}
+	if !decodable {
+		c.captureFailed(captureUnsupportedEncoding, coding, nil)
+	}
+	resp.Body = &jsonTee{rc: resp.Body, c: c, coding: coding}
 }
 
 func (c *call) failed(status int, errType string) {
@@ -273,6 +282,11 @@ func (c *call) outcome() string {
 		// Without a read error or an end of body, the copy stopped on the
 		// client's side.
 		return errTypeCancelled
+	case c.captureErr != "" && c.readErr == nil:
+		// The body ended as it should, but the proxy could not read its
+		// frames to the end: whether the stream was whole is unknown, and
+		// llm.stream.capture_error says so.
+		return ""
 	}
 	return errTypeTruncated
 }
@@ -349,6 +363,9 @@ func (c *call) fillSpan(span ptrace.Span, end int64) {
 	}
 	if c.oversized > 0 {
 		attrs.PutInt(semconv.AttrOversizedFrames, c.oversized)
+	}
+	if c.captureErr != "" {
+		attrs.PutStr(semconv.AttrCaptureError, c.captureErr)
 	}
 	c.hedge.Range(func(k string, v pcommon.Value) bool {
 		v.CopyTo(attrs.PutEmpty(k))

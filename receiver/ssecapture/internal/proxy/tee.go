@@ -26,6 +26,9 @@ type sseTee struct {
 	batch  []byte     // the bytes of the reads not parsed yet, back to back
 	reads  []readMark // where each of those reads ends in batch, and when it arrived
 	at     int64      // arrival of the read being parsed
+	// decoder decodes a content-coded body for the parser; nil when the
+	// body is not coded.
+	decoder *sideDecoder
 }
 
 type readMark struct {
@@ -61,6 +64,7 @@ func (b *sseTee) Read(p []byte) (int, error) {
 
 func (b *sseTee) Close() error {
 	b.parseBatch()
+	b.closeDecoder()
 	return b.rc.Close()
 }
 
@@ -71,7 +75,7 @@ func (b *sseTee) parseBatch() {
 	start := 0
 	for _, r := range b.reads {
 		b.at = r.at
-		b.parser.Feed(b.batch[start:r.end])
+		b.feed(b.batch[start:r.end])
 		start = r.end
 	}
 	b.batch, b.reads = b.batch[:0], b.reads[:0]
@@ -89,10 +93,11 @@ func (b *sseTee) onEvent(ev *sse.Event) {
 // jsonTee keeps (a bounded prefix of) a non-streaming response body to read
 // its metadata once it is complete.
 type jsonTee struct {
-	rc   io.ReadCloser
-	c    *call
-	buf  bytes.Buffer
-	over bool
+	rc     io.ReadCloser
+	c      *call
+	coding string // the body's content coding, decoded at close
+	buf    bytes.Buffer
+	over   bool
 }
 
 func (b *jsonTee) Read(p []byte) (int, error) {
@@ -116,9 +121,11 @@ func (b *jsonTee) Read(p []byte) (int, error) {
 }
 
 func (b *jsonTee) Close() error {
-	if b.c.eof && !b.over && b.buf.Len() > 0 {
-		if m, err := llmstream.ParseResponse(b.c.shape, b.buf.Bytes()); err == nil {
-			b.c.merge(&m)
+	if b.c.eof && !b.over && b.buf.Len() > 0 && b.c.captureErr == "" {
+		if body, ok := b.decoded(); ok {
+			if m, err := llmstream.ParseResponse(b.c.shape, body); err == nil {
+				b.c.merge(&m)
+			}
 		}
 	}
 	b.buf = bytes.Buffer{}
