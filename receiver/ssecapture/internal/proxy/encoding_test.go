@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"compress/zlib"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -414,4 +415,56 @@ func TestJSONTeeDecodes(t *testing.T) {
 			assert.Equal(t, tt.tokens, c.meta.OutputTokens)
 		})
 	}
+}
+
+// BenchmarkSideDecoder: the decoding cost of a gzip stream of chat frames,
+// flushed frame by frame as an upstream sends them, and of a bomb (zeros)
+// up to the default limit. b.SetBytes counts decoded bytes.
+func BenchmarkSideDecoder(b *testing.B) {
+	var frames bytes.Buffer
+	var writes [][]byte
+	zw := gzip.NewWriter(&frames)
+	decoded := 0
+	for i := range 2000 {
+		f := chatFrame(fmt.Sprintf("token %d", i))
+		decoded += len(f)
+		_, _ = io.WriteString(zw, f)
+		_ = zw.Flush()
+		writes = append(writes, bytes.Clone(frames.Bytes()))
+		frames.Reset()
+	}
+	_ = zw.Close()
+	writes = append(writes, bytes.Clone(frames.Bytes()))
+
+	var bomb bytes.Buffer
+	zw, _ = gzip.NewWriterLevel(&bomb, gzip.BestCompression)
+	_, _ = zw.Write(make([]byte, 2*DefaultMaxDecodedResponseBytes))
+	_ = zw.Close()
+
+	b.Run("frames", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(decoded))
+		for b.Loop() {
+			d := newSideDecoder(codingGzip, DefaultMaxDecodedResponseBytes, func([]byte) {})
+			for _, w := range writes {
+				d.Write(w)
+			}
+			_ = d.Close()
+		}
+	})
+	b.Run("bomb", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(DefaultMaxDecodedResponseBytes)
+		for b.Loop() {
+			d := newSideDecoder(codingGzip, DefaultMaxDecodedResponseBytes, func([]byte) {})
+			for rest := bomb.Bytes(); len(rest) > 0; {
+				n := min(len(rest), 32<<10)
+				d.Write(rest[:n])
+				rest = rest[n:]
+			}
+			if err := d.Close(); !errors.Is(err, errDecodedLimit) {
+				b.Fatalf("the bomb stopped with %v", err)
+			}
+		}
+	})
 }
