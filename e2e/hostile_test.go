@@ -5,6 +5,7 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -445,6 +446,103 @@ func TestHostileInput(t *testing.T) {
 		s.checkPeak(t, "a 20 MB frame through the proxy")
 	})
 
+	t.Run("proxy content-coded streams", func(t *testing.T) {
+		// gzip from an upstream that flushes its encoder per frame, with a
+		// 2.5 s stall: the client gets the coded bytes, the figures are the
+		// stream's own.
+		var sent bytes.Buffer
+		var sentMu sync.Mutex
+		s.up.script("gzipped", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Encoding", "gzip")
+			zw := gzip.NewWriter(writerFunc(func(p []byte) (int, error) {
+				sentMu.Lock()
+				sent.Write(p)
+				sentMu.Unlock()
+				return w.Write(p)
+			}))
+			for i, frame := range []string{chunkFrame("gzipped", "a"), chunkFrame("gzipped", "b"), chunkFrame("gzipped", "c"), "data: [DONE]\n\n"} {
+				if i == 2 {
+					time.Sleep(2500 * time.Millisecond)
+				}
+				_, _ = io.WriteString(zw, frame)
+				_ = zw.Flush()
+				w.(http.Flusher).Flush()
+			}
+			_ = zw.Close()
+		})
+		auth := map[string]string{
+			"Content-Type": "application/json", "X-Collector-Token": "Bearer collector-secret",
+			"Accept-Encoding": "gzip, deflate, br",
+		}
+		before := len(s.up.seen())
+		r := send(t, http.MethodPost, "http://"+s.proxy+"/v1/chat/completions", auth, strings.NewReader(`{"model":"gzipped","stream":true}`))
+		require.Equal(t, http.StatusOK, r.status)
+		assert.Equal(t, "gzip", r.header.Get("Content-Encoding"))
+		sentMu.Lock()
+		assert.True(t, bytes.Equal(sent.Bytes(), r.body), "the client gets the coded bytes as sent")
+		sentMu.Unlock()
+		assert.Equal(t, "gzip, deflate", s.up.seen()[before].Header.Get("Accept-Encoding"), "br dropped: the proxy cannot read it")
+		attrs := waitSpan(t, s.sink, "chat gzipped").Attributes()
+		count, _ := attrs.Get(semconv.AttrChunkCount)
+		assert.EqualValues(t, 3, count.Int())
+		stalls, _ := attrs.Get(semconv.AttrStallCount)
+		assert.EqualValues(t, 1, stalls.Int())
+		stallMs, _ := attrs.Get(semconv.AttrStallMs)
+		assert.InDelta(t, 2500, stallMs.Double(), 200)
+		for _, k := range []string{semconv.AttrErrorType, semconv.AttrCaptureError} {
+			_, ok := attrs.Get(k)
+			assert.False(t, ok, k)
+		}
+
+		// A bomb: 1 GiB of zeros behind one chunk, in about 1 MB. Once the
+		// window is all zeros, the flushed bytes of a MiB of zeros decode to
+		// zeros wherever they are repeated.
+		var bomb bytes.Buffer
+		zw := gzip.NewWriter(&bomb)
+		_, _ = io.WriteString(zw, chunkFrame("gzip-bomb", "a")+":")
+		zeros := make([]byte, 1<<20)
+		var segment []byte
+		for range 2 {
+			mark := bomb.Len()
+			_, _ = zw.Write(zeros)
+			_ = zw.Flush()
+			segment = append(segment[:0], bomb.Bytes()[mark:]...)
+		}
+		for range 1022 {
+			bomb.Write(segment)
+		}
+		s.up.script("gzip-bomb", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Encoding", "gzip")
+			_, _ = w.Write(bomb.Bytes())
+		})
+		r = send(t, http.MethodPost, "http://"+s.proxy+"/v1/chat/completions", auth, strings.NewReader(`{"model":"gzip-bomb","stream":true}`))
+		require.Equal(t, http.StatusOK, r.status)
+		assert.True(t, bytes.Equal(bomb.Bytes(), r.body), "the client gets every byte")
+		attrs = waitSpan(t, s.sink, "chat gzip-bomb").Attributes()
+		captureErr, _ := attrs.Get(semconv.AttrCaptureError)
+		assert.Equal(t, "decoded_limit", captureErr.Str())
+		count, _ = attrs.Get(semconv.AttrChunkCount)
+		assert.EqualValues(t, 1, count.Int())
+		_, hasErr := attrs.Get(semconv.AttrErrorType)
+		assert.False(t, hasErr)
+		s.checkPeak(t, "a 1 GiB gzip bomb through the proxy")
+
+		// An upstream that answers in brotli although it was not asked to.
+		brotli := []byte("\x1b\x1a\x00\xf8\xa5\x40\xc2\xbe\x03 not decoded")
+		s.up.script("brotli", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Encoding", "br")
+			_, _ = w.Write(brotli)
+		})
+		r = send(t, http.MethodPost, "http://"+s.proxy+"/v1/chat/completions", auth, strings.NewReader(`{"model":"brotli","stream":true}`))
+		require.Equal(t, http.StatusOK, r.status)
+		assert.Equal(t, brotli, r.body)
+		attrs = waitSpan(t, s.sink, "chat brotli").Attributes()
+		captureErr, _ = attrs.Get(semconv.AttrCaptureError)
+		assert.Equal(t, "unsupported_content_encoding", captureErr.Str())
+		_, hasErr = attrs.Get(semconv.AttrErrorType)
+		assert.False(t, hasErr, "not stream_truncated")
+	})
+
 	t.Run("slow request bodies are cut", func(t *testing.T) {
 		var wg sync.WaitGroup
 		for name, target := range map[string]string{"proxy": s.proxy, "ingest": strings.TrimSuffix(strings.TrimPrefix(s.ingest, "http://"), "/v1/streams")} {
@@ -496,6 +594,10 @@ func TestHostileInput(t *testing.T) {
 		assert.GreaterOrEqual(t, count.Int(), int64(3), "the figures up to shutdown")
 	})
 }
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 func waitSpan(t *testing.T, sink *harness.Sink, name string) ptrace.Span {
 	t.Helper()

@@ -308,9 +308,12 @@ func (a *advisor) serveAdvice(w http.ResponseWriter, r *http.Request) {
 // model (empty: any). The whole advice is computed at most once per
 // answerTTL; each filter's body is encoded once per computation.
 func (a *advisor) answerBody(provider, model string) []byte {
-	now := a.clock.Now()
 	a.answerMu.Lock()
 	defer a.answerMu.Unlock()
+	// The clock is read under the lock: a poll that waited while another
+	// computed would otherwise hold a time before the new answer's and,
+	// taking the clock for stepped back, compute it again.
+	now := a.clock.Now()
 	if a.answerAt.IsZero() || now.Sub(a.answerAt) >= answerTTL || now.Before(a.answerAt) {
 		a.answer = a.store.Advice(now.UnixNano(), "", "")
 		a.answerAt = now

@@ -42,6 +42,13 @@ const (
 	AttrCapture   = "llm.stream.capture"
 	CaptureProxy  = "proxy"
 	CaptureIngest = "ingest"
+
+	// AttrCaptureError says why the proxy could not read all of a response's
+	// frames although the client got every byte (a content coding it does
+	// not decode, a decoded body over its limit, a body that does not
+	// decode): the chunk events stop where capture stopped. Absent when
+	// capture went well. It is not a figure.
+	AttrCaptureError = "llm.stream.capture_error"
 )
 
 // DefaultChunkEventNames are the chunk event names recognised by default.

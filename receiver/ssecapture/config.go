@@ -53,6 +53,11 @@ type ProxyConfig struct {
 	// never reaches the provider. Required when auth is set: the proxy
 	// cannot learn it from the extension.
 	AuthHeader string `mapstructure:"auth_header"`
+	// MaxDecodedResponseBytes bounds the decoded bytes of one gzip or
+	// deflate response that the proxy decodes on the side for its frames;
+	// past it capture stops (llm.stream.capture_error = decoded_limit) and
+	// the client still gets every byte.
+	MaxDecodedResponseBytes int64 `mapstructure:"max_decoded_response_bytes"`
 	// ShutdownTimeout bounds how long Shutdown waits for streams in flight
 	// to end on their own; streams still open then are ended, and their
 	// spans are exported with error.type=shutdown. Zero ends them at once.
@@ -142,6 +147,9 @@ func (p *ProxyConfig) validate() error {
 	}
 	if p.MaxAttributeValueLength <= 0 {
 		errs = append(errs, fmt.Errorf("proxy: max_attribute_value_length %w", errPositive))
+	}
+	if p.MaxDecodedResponseBytes <= 0 {
+		errs = append(errs, fmt.Errorf("proxy: max_decoded_response_bytes %w", errPositive))
 	}
 	if p.ShutdownTimeout < 0 {
 		errs = append(errs, errNegativeShutdownTimeout)

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/collector/receiver"
 
 	"github.com/streamstall/streamstall/receiver/ssecapture/internal/metadata"
+	"github.com/streamstall/streamstall/receiver/ssecapture/internal/proxy"
 )
 
 const (
@@ -63,6 +64,8 @@ const (
 	// to end, which leaves the rest of the pipeline time to export their
 	// spans (and the ones of the streams ended then).
 	defaultShutdownTimeout = 20 * time.Second
+	// The proxy package says why (128 MiB).
+	defaultMaxDecodedResponseBytes = proxy.DefaultMaxDecodedResponseBytes
 )
 
 // NewFactory returns the factory of the sse_capture receiver.
@@ -102,6 +105,7 @@ func createDefaultConfig() component.Config {
 			QueueSize:             defaultQueueSize,
 
 			MaxAttributeValueLength: defaultProxyMaxValueLength,
+			MaxDecodedResponseBytes: defaultMaxDecodedResponseBytes,
 			ShutdownTimeout:         defaultShutdownTimeout,
 		}),
 		Ingest: configoptional.Default(IngestConfig{

@@ -134,19 +134,20 @@ func (r *sseCaptureReceiver) newProxy(ctx context.Context, host component.Host, 
 		service = r.settings.ID.String()
 	}
 	return proxy.New(proxy.Settings{
-		Upstream:         upstream,
-		Transport:        client.Transport,
-		HeaderTimeout:    pcfg.Upstream.Timeout,
-		Provider:         pcfg.Provider,
-		Service:          service,
-		AuthHeader:       pcfg.AuthHeader,
-		MaxRequestBody:   pcfg.MaxRequestBody,
-		MaxValueLength:   pcfg.MaxAttributeValueLength,
-		RecordKeepalives: pcfg.RecordKeepalives,
-		Clock:            r.clock,
-		Logger:           r.settings.Logger,
-		Telemetry:        r.telemetry,
-		Emit:             r.queue.Push,
+		Upstream:                upstream,
+		Transport:               client.Transport,
+		HeaderTimeout:           pcfg.Upstream.Timeout,
+		Provider:                pcfg.Provider,
+		Service:                 service,
+		AuthHeader:              pcfg.AuthHeader,
+		MaxRequestBody:          pcfg.MaxRequestBody,
+		MaxValueLength:          pcfg.MaxAttributeValueLength,
+		MaxDecodedResponseBytes: pcfg.MaxDecodedResponseBytes,
+		RecordKeepalives:        pcfg.RecordKeepalives,
+		Clock:                   r.clock,
+		Logger:                  r.settings.Logger,
+		Telemetry:               r.telemetry,
+		Emit:                    r.queue.Push,
 	})
 }
 

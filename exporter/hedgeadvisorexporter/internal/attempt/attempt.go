@@ -67,7 +67,8 @@ func NewReader(cfg figures.ChunkEventsConfig) *Reader {
 // its chunk events (internal/figures), or from llm.stream.ttft_ms when the
 // events are gone; a loser (llm.hedge.outcome = loser, or flagged
 // llm.hedge.loser by the stall processor) without content is censored at
-// its duration. Failed attempts and those a stall launched
+// its duration, unless the proxy says it could not read the stream
+// (llm.stream.capture_error). Failed attempts and those a stall launched
 // (llm.hedge.trigger = stall: possibly a continuation, whose first chunk is
 // not a time to first content) give no TTFT, but their gaps count. An
 // attempt whose times are implausible is of Kind Implausible, without gaps,
@@ -117,7 +118,9 @@ func (r *Reader) Read(span ptrace.Span) Attempt {
 		case ms > 0:
 			a.Kind, a.TTFT = Exact, figures.Nanos(ms)
 		}
-	case figures.IsHedgeLoser(attrs):
+	case figures.IsHedgeLoser(attrs) && !hasAttr(attrs, semconv.AttrCaptureError):
+		// (A loser whose stream the proxy could not read may have had
+		// content it did not see: not censored.)
 		start, end := span.StartTimestamp(), span.EndTimestamp()
 		switch d := time.Duration(end - start); {
 		case start == 0 || end <= start:
@@ -138,6 +141,11 @@ func str(attrs pcommon.Map, key string) string {
 		return v.Str()
 	}
 	return ""
+}
+
+func hasAttr(attrs pcommon.Map, key string) bool {
+	_, ok := attrs.Get(key)
+	return ok
 }
 
 func hasFloat(attrs pcommon.Map, key string) bool {

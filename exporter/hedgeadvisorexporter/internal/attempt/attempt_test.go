@@ -52,6 +52,14 @@ func TestRead(t *testing.T) {
 	assert.Equal(t, Censored, a.Kind, "a loser without content is censored at its run time")
 	assert.Equal(t, ms(700), a.TTFT)
 
+	unread := span()
+	unread.Attributes().PutStr(semconv.AttrHedgeOutcome, semconv.HedgeOutcomeLoser)
+	unread.Attributes().PutStr(semconv.AttrCaptureError, "unsupported_content_encoding")
+	assert.Equal(t, Skip, r.Read(unread).Kind, "a loser the proxy could not read is not censored")
+	unread = span(300, 320)
+	unread.Attributes().PutStr(semconv.AttrCaptureError, "decoded_limit")
+	assert.Equal(t, Exact, r.Read(unread).Kind, "the chunks before capture stopped are exact")
+
 	flagged := span()
 	flagged.Attributes().PutBool(semconv.AttrHedgeLoser, true)
 	assert.Equal(t, Censored, r.Read(flagged).Kind, "flagged by the stall processor")

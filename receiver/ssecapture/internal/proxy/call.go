@@ -66,6 +66,7 @@ type callDeps struct {
 	clock         clockwork.Clock
 	logger        *zap.Logger
 	maxValueLen   int
+	maxDecoded    int64  // decoded bytes of a content-coded stream
 	keepalives    bool   // record non-content frames
 	provider      string // configured; empty infers it from the request path
 	service       string // service.name of every span's resource
@@ -102,6 +103,9 @@ type call struct {
 	errType   string
 	parseErr  error
 	oversized int64 // stream frames skipped for their size
+	// captureErr says why the frames could not be read (all of them):
+	// llm.stream.capture_error.
+	captureErr string
 }
 
 func newCall(d *callDeps, r *http.Request, ep llmstream.Endpoint, body []byte) *call {
@@ -195,14 +199,19 @@ func (c *call) injectTraceContext(h http.Header) {
 func (c *call) response(resp *http.Response) {
 	c.status = resp.StatusCode
 	mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	coding, decodable := responseCoding(resp.Header.Values("Content-Encoding"))
 	if framing, ok := llmstream.StreamFraming(c.shape, c.req.Stream, resp.StatusCode, mediaType); ok {
 		c.streaming = true
 		b := &streamTee{rc: resp.Body, c: c}
 		b.parser = sse.NewSplitter(framing, 0, b.onEvent)
+		b.coded(coding, decodable)
 		resp.Body = b
 		return
 	}
-	resp.Body = &jsonTee{rc: resp.Body, c: c}
+	if !decodable {
+		c.captureFailed(captureUnsupportedEncoding, coding, nil)
+	}
+	resp.Body = &jsonTee{rc: resp.Body, c: c, coding: coding}
 }
 
 func (c *call) failed(status int, errType string) {
@@ -276,6 +285,11 @@ func (c *call) outcome() string {
 		// Without a read error or an end of body, the copy stopped on the
 		// client's side.
 		return errTypeCancelled
+	case c.captureErr != "" && c.readErr == nil:
+		// The body ended as it should, but the proxy could not read its
+		// frames to the end: whether the stream was whole is unknown, and
+		// llm.stream.capture_error says so.
+		return ""
 	}
 	return errTypeTruncated
 }
@@ -354,6 +368,9 @@ func (c *call) fillSpan(span ptrace.Span, end int64) {
 		attrs.PutInt(semconv.AttrOversizedFrames, c.oversized)
 	}
 	c.putServerTimings(attrs)
+	if c.captureErr != "" {
+		attrs.PutStr(semconv.AttrCaptureError, c.captureErr)
+	}
 	c.hedge.Range(func(k string, v pcommon.Value) bool {
 		v.CopyTo(attrs.PutEmpty(k))
 		return true

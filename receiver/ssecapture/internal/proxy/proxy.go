@@ -5,6 +5,7 @@ package proxy // import "github.com/streamstall/streamstall/receiver/ssecapture/
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -52,6 +53,9 @@ type Settings struct {
 	MaxRequestBody int64
 	// MaxValueLength bounds every string recorded from a request or response.
 	MaxValueLength int
+	// MaxDecodedResponseBytes bounds the decoded bytes of a content-coded
+	// response read for its frames; zero is DefaultMaxDecodedResponseBytes.
+	MaxDecodedResponseBytes int64
 	// RecordKeepalives records non-content frames as events.
 	RecordKeepalives bool
 
@@ -99,6 +103,7 @@ func New(set Settings) (*Proxy, error) {
 		clock:         set.Clock,
 		logger:        set.Logger,
 		maxValueLen:   set.MaxValueLength,
+		maxDecoded:    cmp.Or(set.MaxDecodedResponseBytes, DefaultMaxDecodedResponseBytes),
 		keepalives:    set.RecordKeepalives,
 		provider:      set.Provider,
 		service:       set.Service,
@@ -271,8 +276,9 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	for _, h := range []string{"Connection", "Te", "Upgrade"} {
 		pr.Out.Header.Del(h)
 	}
-	// An SSE stream must be readable as it arrives: ask for it uncompressed.
-	pr.Out.Header.Set("Accept-Encoding", "identity")
+	// The client's codings that the proxy can decode on the side, or
+	// identity: the client gets bytes it can read, the proxy frames it can.
+	pr.Out.Header.Set("Accept-Encoding", forwardedAcceptEncoding(pr.In.Header.Values("Accept-Encoding")))
 	if c, ok := pr.In.Context().Value(callKey{}).(*call); ok {
 		c.injectTraceContext(pr.Out.Header)
 	}

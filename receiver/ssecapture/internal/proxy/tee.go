@@ -27,6 +27,9 @@ type streamTee struct {
 	batch  []byte     // the bytes of the reads not parsed yet, back to back
 	reads  []readMark // where each of those reads ends in batch, and when it arrived
 	at     int64      // arrival of the read being parsed
+	// decoder decodes a content-coded body for the parser; nil when the
+	// body is not coded.
+	decoder *sideDecoder
 }
 
 type readMark struct {
@@ -62,8 +65,10 @@ func (b *streamTee) Read(p []byte) (int, error) {
 
 func (b *streamTee) Close() error {
 	b.parseBatch()
+	// The decoder hands on what it still holds first, so that a clean end
+	// completes a last NDJSON line sent without its line feed.
+	b.closeDecoder()
 	if b.c.eof {
-		// A clean end completes a last NDJSON line sent without its line feed.
 		b.parser.Flush()
 	}
 	return b.rc.Close()
@@ -76,7 +81,7 @@ func (b *streamTee) parseBatch() {
 	start := 0
 	for _, r := range b.reads {
 		b.at = r.at
-		b.parser.Feed(b.batch[start:r.end])
+		b.feed(b.batch[start:r.end])
 		start = r.end
 	}
 	b.batch, b.reads = b.batch[:0], b.reads[:0]
@@ -94,10 +99,11 @@ func (b *streamTee) onEvent(ev *sse.Event) {
 // jsonTee keeps (a bounded prefix of) a non-streaming response body to read
 // its metadata once it is complete.
 type jsonTee struct {
-	rc   io.ReadCloser
-	c    *call
-	buf  bytes.Buffer
-	over bool
+	rc     io.ReadCloser
+	c      *call
+	coding string // the body's content coding, decoded at close
+	buf    bytes.Buffer
+	over   bool
 }
 
 func (b *jsonTee) Read(p []byte) (int, error) {
@@ -121,9 +127,11 @@ func (b *jsonTee) Read(p []byte) (int, error) {
 }
 
 func (b *jsonTee) Close() error {
-	if b.c.eof && !b.over && b.buf.Len() > 0 {
-		if m, err := llmstream.ParseResponse(b.c.shape, b.buf.Bytes()); err == nil {
-			b.c.merge(&m)
+	if b.c.eof && !b.over && b.buf.Len() > 0 && b.c.captureErr == "" {
+		if body, ok := b.decoded(); ok {
+			if m, err := llmstream.ParseResponse(b.c.shape, body); err == nil {
+				b.c.merge(&m)
+			}
 		}
 	}
 	b.buf = bytes.Buffer{}

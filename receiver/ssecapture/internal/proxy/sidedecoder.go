@@ -1,0 +1,183 @@
+package proxy
+
+import (
+	"errors"
+	"io"
+)
+
+// sideDecoder decodes a content-coded body beside the copy to the client,
+// which gets the coded bytes as they came. The decompressors of the
+// standard library pull their input and keep an error for good once it runs
+// out, so the decoder runs on a goroutine of its own that pulls from what
+// Write hands it; Write returns only once the decoder has used all of it and
+// asks for more, so everything those bytes decode to has gone to emit by
+// then, and a frame is stamped with the read that completed it, as on an
+// uncoded stream. Only one of the two goroutines runs at a time: emit (the
+// SSE parser) needs no lock.
+//
+// The decoded bytes are bounded by limit: past it, capture stops, and so
+// does the decoder's CPU. Its memory is fixed: flate's window and tables
+// (about 40 KiB), a buffer and a goroutine.
+type sideDecoder struct {
+	coding string
+	limit  int64
+	emit   func([]byte)
+
+	in      chan []byte   // Write to decoder: the next bytes to decode
+	drained chan struct{} // decoder to Write: the last bytes are used up
+	done    chan struct{} // closed when the decoder stopped
+	started bool
+
+	// Owned by the decoder goroutine until done is closed.
+	pending []byte
+	busy    bool  // pending came from a Write that still waits
+	closed  bool  // the body ended: errors from here on are a truncation
+	decoded int64 // bytes handed to emit
+	err     error // why decoding stopped early, nil when it did not
+}
+
+// errDecodedLimit: the decoded body passed the limit.
+var errDecodedLimit = errors.New("decoded body over the limit")
+
+// decodeBufferSize is how many decoded bytes go to emit at a time.
+const decodeBufferSize = 8 << 10
+
+func newSideDecoder(coding string, limit int64, emit func([]byte)) *sideDecoder {
+	return &sideDecoder{
+		coding:  coding,
+		limit:   limit,
+		emit:    emit,
+		in:      make(chan []byte),
+		drained: make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+}
+
+// Write decodes p, calling emit with what it decodes to, and returns when
+// the decoder needs more input or has stopped. After the decoder stopped it
+// does nothing: the rest of the body is not decoded.
+func (d *sideDecoder) Write(p []byte) {
+	if len(p) == 0 || d.stopped() {
+		return
+	}
+	if !d.started {
+		d.started = true
+		go d.run()
+	}
+	select {
+	case d.in <- p:
+	case <-d.done:
+		return
+	}
+	select {
+	case <-d.drained:
+	case <-d.done:
+	}
+}
+
+// Close ends the input and waits for the decoder goroutine to end. It
+// returns why decoding stopped early (errDecodedLimit, or the decoder's
+// error for a corrupt body); a body that ends before its coding does is
+// not an error here: the frames tell whether the stream was whole.
+func (d *sideDecoder) Close() error {
+	if !d.started {
+		return nil
+	}
+	close(d.in)
+	<-d.done
+	return d.err
+}
+
+func (d *sideDecoder) stopped() bool {
+	select {
+	case <-d.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (d *sideDecoder) run() {
+	defer close(d.done)
+	r, err := newDecoder(d.coding, d)
+	if err != nil {
+		d.fail(err)
+		return
+	}
+	defer func() { _ = r.Close() }()
+	buf := make([]byte, decodeBufferSize)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			if room := d.limit - d.decoded; int64(n) > room {
+				d.emit(buf[:room])
+				d.decoded = d.limit
+				d.err = errDecodedLimit
+				return
+			}
+			d.decoded += int64(n)
+			d.emit(buf[:n])
+		}
+		if err == io.EOF {
+			// The coding ended (a zlib or raw deflate stream has one end;
+			// gzip members may follow one another until the body ends).
+			return
+		}
+		if err != nil {
+			d.fail(err)
+			return
+		}
+	}
+}
+
+func (d *sideDecoder) fail(err error) {
+	if !d.closed {
+		d.err = err
+	}
+}
+
+// fill waits for input when none is pending, first telling the Write that
+// brought the last bytes that they are used up. It reports false once the
+// body ended.
+func (d *sideDecoder) fill() bool {
+	for len(d.pending) == 0 {
+		if d.closed {
+			return false
+		}
+		if d.busy {
+			d.busy = false
+			d.drained <- struct{}{}
+		}
+		p, ok := <-d.in
+		if !ok {
+			d.closed = true
+			return false
+		}
+		d.pending, d.busy = p, true
+	}
+	return true
+}
+
+// Read and ReadByte are the decoder's input. Being an io.ByteReader keeps
+// flate from wrapping it in a buffer that would read ahead of what it
+// needs, and so from waiting for bytes a frame does not need.
+func (d *sideDecoder) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if !d.fill() {
+		return 0, io.EOF
+	}
+	n := copy(p, d.pending)
+	d.pending = d.pending[n:]
+	return n, nil
+}
+
+func (d *sideDecoder) ReadByte() (byte, error) {
+	if !d.fill() {
+		return 0, io.EOF
+	}
+	b := d.pending[0]
+	d.pending = d.pending[1:]
+	return b, nil
+}

@@ -1,0 +1,84 @@
+package proxy
+
+import (
+	"bytes"
+	"errors"
+	"io"
+
+	"go.uber.org/zap"
+)
+
+// DefaultMaxDecodedResponseBytes bounds the decoded bytes of one
+// content-coded response: 128 MiB holds 128k output tokens of 1 KiB frames,
+// more than any model writes in one response, while a decompression bomb
+// costs at most that much decoding (well under a second of CPU) and no
+// memory beyond the decoder's fixed state.
+const DefaultMaxDecodedResponseBytes = 128 << 20
+
+// coded prepares the tee of a response in coding; ok is false when the
+// proxy cannot decode it, and then nothing is parsed.
+func (b *streamTee) coded(coding string, ok bool) {
+	switch {
+	case !ok:
+		b.c.captureFailed(captureUnsupportedEncoding, coding, nil)
+	case coding != codingIdentity:
+		b.decoder = newSideDecoder(coding, b.c.d.maxDecoded, b.parser.Feed)
+	}
+}
+
+// feed hands one read's bytes to the parser, through the decoder when the
+// body is coded, or nowhere when capture failed.
+func (b *streamTee) feed(p []byte) {
+	switch {
+	case b.decoder != nil:
+		b.decoder.Write(p)
+	case b.c.captureErr == "":
+		b.parser.Feed(p)
+	}
+}
+
+func (b *streamTee) closeDecoder() {
+	if b.decoder == nil {
+		return
+	}
+	err := b.decoder.Close()
+	b.decoder = nil
+	switch {
+	case err == nil:
+	case errors.Is(err, errDecodedLimit):
+		b.c.captureFailed(captureDecodedLimit, "", nil)
+	default:
+		b.c.captureFailed(captureDecodeError, "", err)
+	}
+}
+
+// decoded returns the JSON body decoded, within maxResponseCapture; false
+// when it is larger (its metadata is skipped, as for a large plain body) or
+// does not decode.
+func (b *jsonTee) decoded() ([]byte, bool) {
+	if b.coding == codingIdentity {
+		return b.buf.Bytes(), true
+	}
+	r, err := newDecoder(b.coding, bytes.NewReader(b.buf.Bytes()))
+	if err == nil {
+		var body []byte
+		body, err = io.ReadAll(io.LimitReader(r, maxResponseCapture+1))
+		_ = r.Close()
+		if err == nil {
+			return body, len(body) <= maxResponseCapture
+		}
+	}
+	b.c.captureFailed(captureDecodeError, "", err)
+	return nil, false
+}
+
+// captureFailed records why the proxy could not read the response's frames;
+// the first reason stands.
+func (c *call) captureFailed(reason, coding string, err error) {
+	if c.captureErr != "" {
+		return
+	}
+	c.captureErr = reason
+	c.d.logger.Debug("response not captured", zap.String("reason", reason),
+		zap.String("content_encoding", c.capValue(coding)), zap.Error(err))
+}
