@@ -97,7 +97,10 @@ func otlpAttempts(t *testing.T, otlpURL, instance string, n int, at forgedAttemp
 
 // ingestAttempts posts n attempt records to sse_capture's ingest endpoint,
 // as any client that reaches it can.
-func ingestAttempts(t *testing.T, ingestURL string, n int, at forgedAttempt) {
+// ingestAttempts posts n forged records to the ingest endpoint. Records
+// that ingest itself finds implausible in time (refused) get 400 there; the
+// others are accepted, and only the advisor's trust keeps them out.
+func ingestAttempts(t *testing.T, ingestURL string, n int, at forgedAttempt, refused bool) {
 	t.Helper()
 	var body bytes.Buffer
 	now := time.Now()
@@ -125,6 +128,10 @@ func ingestAttempts(t *testing.T, ingestURL string, n int, at forgedAttempt) {
 	resp, err := http.Post(ingestURL+"/v1/streams", "application/x-ndjson", &body)
 	require.NoError(t, err)
 	_ = resp.Body.Close()
+	if refused {
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, "ingest refuses records implausible in time")
+		return
+	}
 	require.Less(t, resp.StatusCode, 300, "ingest accepted the records: the advisor is what refuses them")
 }
 
@@ -164,15 +171,21 @@ func TestFleetAdviceCannotBeSteered(t *testing.T) {
 	assert.InEpsilon(t, 50, *base.StallAfterMs, 0.02)
 	t.Logf("honest advice: hedge_delay_ms %.3f, stall_after_ms %.3f", *base.HedgeDelayMs, *base.StallAfterMs)
 
+	// Past an hour (max_stream_duration, chunk_events::max_duration) ingest
+	// and the advisor refuse a record for its times alone; the forgeries
+	// within an hour are refused for who sent them.
 	attacks := []struct {
-		name  string
-		n     int
-		forge forgedAttempt
+		name    string
+		n       int
+		forge   forgedAttempt
+		refused bool // by ingest, as implausible in time
 	}{
-		{"25 of TTFT 10 h", 25, forgedAttempt{ttft: 10 * time.Hour, chunks: 1}},
-		{"5000 of TTFT 1 us", 5000, forgedAttempt{ttft: time.Microsecond, chunks: 1}},
-		{"300 censored losers of 1 h", 300, forgedAttempt{ran: time.Hour}},
-		{"one record of 6 chunks 10 h apart", 1, forgedAttempt{ttft: 10 * time.Millisecond, chunks: 6, gap: 10 * time.Hour}},
+		{"25 of TTFT 10 h", 25, forgedAttempt{ttft: 10 * time.Hour, chunks: 1}, true},
+		{"25 of TTFT 50 min", 25, forgedAttempt{ttft: 50 * time.Minute, chunks: 1}, false},
+		{"5000 of TTFT 1 us", 5000, forgedAttempt{ttft: time.Microsecond, chunks: 1}, false},
+		{"300 censored losers of 50 min", 300, forgedAttempt{ran: 50 * time.Minute}, false},
+		{"one record of 6 chunks 10 h apart", 1, forgedAttempt{ttft: 10 * time.Millisecond, chunks: 6, gap: 10 * time.Hour}, true},
+		{"one record of 6 chunks 10 min apart", 1, forgedAttempt{ttft: 10 * time.Millisecond, chunks: 6, gap: 10 * time.Minute}, false},
 	}
 	check := func(who, attack string) {
 		e := currentAdvice(t, adviceURL)
@@ -181,7 +194,7 @@ func TestFleetAdviceCannotBeSteered(t *testing.T) {
 		assert.InEpsilon(t, *base.StallAfterMs, *e.StallAfterMs, 0.10, "%s %s: stall_after_ms", who, attack)
 	}
 	for _, a := range attacks {
-		ingestAttempts(t, ingestURL, a.n, a.forge)
+		ingestAttempts(t, ingestURL, a.n, a.forge, a.refused)
 		check("untrusted", a.name)
 	}
 	e := currentAdvice(t, adviceURL)
@@ -190,7 +203,7 @@ func TestFleetAdviceCannotBeSteered(t *testing.T) {
 	// The trusted client's forgeries of TTFT: its share of the window is
 	// capped. (Its gaps at the p999 are bounded by stall_after_range only:
 	// docs/security.md.)
-	for _, a := range attacks[:3] {
+	for _, a := range attacks[:4] {
 		otlpAttempts(t, otlpURL, "mallory", a.n, a.forge)
 		check("trusted", a.name)
 	}
