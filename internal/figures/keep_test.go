@@ -189,16 +189,16 @@ func TestElisionCountsAreJudged(t *testing.T) {
 			s.Events().At(0).Attributes().PutInt(semconv.AttrChunkElided, 3)
 		},
 		"a negative count": func(s ptrace.Span) {
-			s.Events().At(s.Events().Len() - 1).Attributes().PutInt(semconv.AttrChunkElided, -3)
+			s.Events().At(s.Events().Len()-1).Attributes().PutInt(semconv.AttrChunkElided, -3)
 		},
 		"a count past 2^40": func(s ptrace.Span) {
-			s.Events().At(s.Events().Len() - 1).Attributes().PutInt(semconv.AttrChunkElided, 1<<41)
+			s.Events().At(s.Events().Len()-1).Attributes().PutInt(semconv.AttrChunkElided, 1<<41)
 		},
 		"a double count": func(s ptrace.Span) {
-			s.Events().At(s.Events().Len() - 1).Attributes().PutDouble(semconv.AttrChunkElided, 3)
+			s.Events().At(s.Events().Len()-1).Attributes().PutDouble(semconv.AttrChunkElided, 3)
 		},
 		"more reasoning than elided": func(s ptrace.Span) {
-			s.Events().At(s.Events().Len() - 1).Attributes().PutInt(semconv.AttrChunkElidedReasoning, 1000)
+			s.Events().At(s.Events().Len()-1).Attributes().PutInt(semconv.AttrChunkElidedReasoning, 1000)
 		},
 		"reasoning elided before the first reasoning chunk": func(s ptrace.Span) {
 			last := s.Events().At(s.Events().Len() - 1)
