@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jonboulle/clockwork"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -19,8 +20,10 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
+	"github.com/streamstall/streamstall/internal/figures"
 	"github.com/streamstall/streamstall/internal/llmstream"
 	"github.com/streamstall/streamstall/internal/semconv"
+	"github.com/streamstall/streamstall/internal/sse"
 	"github.com/streamstall/streamstall/internal/truncate"
 	"github.com/streamstall/streamstall/receiver/ssecapture/internal/metadata"
 )
@@ -62,10 +65,16 @@ type frameEvent struct {
 // callDeps is what a call needs beyond its request: how its span is
 // shaped and where it goes. The proxy builds one, shared by every call.
 type callDeps struct {
-	clock         clockwork.Clock
-	logger        *zap.Logger
-	maxValueLen   int
-	keepalives    bool   // record non-content frames
+	clock       clockwork.Clock
+	logger      *zap.Logger
+	maxValueLen int
+	keepalives  bool // record non-content frames
+	// maxEvents bounds the chunk events of a span, and its keepalive
+	// events apart; keepGapsAbove is the keeper's gap (figures.Keeper).
+	maxEvents     int
+	keepGapsAbove time.Duration
+	// frameBudget bounds the frame buffers of every stream together.
+	frameBudget   *sse.SharedBudget
 	provider      string // configured; empty infers it from the shape
 	service       string // service.name of every span's resource
 	serverAddress string
@@ -92,14 +101,16 @@ type call struct {
 	status    int
 	streaming bool
 	meta      llmstream.Meta
-	chunks    []frameEvent
-	frames    []frameEvent // non-content frames, kept with record_keepalives
-	terminal  bool         // a done or error frame, or a whole JSON body, arrived
-	eof       bool
-	readErr   error
-	errType   string
-	parseErr  error
-	oversized int64 // SSE events skipped for their size
+	chunks    *figures.Keeper // nil until the first content frame
+	frames    []frameEvent    // non-content frames, kept with record_keepalives
+	// framesDropped counts the non-content frames past maxEvents.
+	framesDropped int64
+	terminal      bool // a done or error frame, or a whole JSON body, arrived
+	eof           bool
+	readErr       error
+	errType       string
+	parseErr      error
+	oversized     int64 // SSE events skipped for their size
 }
 
 func newCall(d *callDeps, r *http.Request, shape llmstream.Shape, body []byte) *call {
@@ -196,6 +207,9 @@ func (c *call) response(resp *http.Response) {
 		c.streaming = true
 		b := &sseTee{rc: resp.Body, c: c}
 		b.parser.Handler = b.onEvent
+		if c.d.frameBudget != nil {
+			b.parser.Budget = c.d.frameBudget
+		}
 		resp.Body = b
 		return
 	}
@@ -236,7 +250,10 @@ func (c *call) onFrame(f *llmstream.Frame, at int64) {
 	c.merge(&f.Meta)
 	switch f.Kind {
 	case llmstream.KindContent:
-		c.chunks = append(c.chunks, frameEvent{at: at, kind: f.ChunkKind})
+		if c.chunks == nil {
+			c.chunks = figures.NewKeeper(c.maxEvents(), c.d.keepGapsAbove)
+		}
+		c.chunks.Add(at, f.ChunkKind)
 		return
 	case llmstream.KindDone:
 		c.terminal = true
@@ -247,8 +264,19 @@ func (c *call) onFrame(f *llmstream.Frame, at int64) {
 		}
 	}
 	if c.d.keepalives {
+		if len(c.frames) >= c.maxEvents() {
+			c.framesDropped++
+			return
+		}
 		c.frames = append(c.frames, frameEvent{at: at, kind: f.Kind.String()})
 	}
+}
+
+func (c *call) maxEvents() int {
+	if c.d.maxEvents > 0 {
+		return c.d.maxEvents
+	}
+	return figures.DefaultMaxChunkEvents
 }
 
 // outcome settles error.type: a complete response is fine, one the client
@@ -291,8 +319,8 @@ func (c *call) finish() {
 		c.d.logger.Debug("stream frames not understood", zap.Error(c.parseErr))
 	}
 	c.d.telemetry.ReceiverSseCaptureStreamsCaptured.Add(context.Background(), 1)
-	if len(c.chunks) > 0 {
-		c.d.telemetry.ReceiverSseCaptureChunksCaptured.Add(context.Background(), int64(len(c.chunks)))
+	if c.chunks != nil {
+		c.d.telemetry.ReceiverSseCaptureChunksCaptured.Add(context.Background(), c.chunks.Total())
 	}
 	c.d.emit(td)
 }
@@ -350,6 +378,12 @@ func (c *call) fillSpan(span ptrace.Span, end int64) {
 	if c.oversized > 0 {
 		attrs.PutInt(semconv.AttrOversizedFrames, c.oversized)
 	}
+	if c.chunks != nil {
+		c.chunks.PutAttributes(attrs)
+	}
+	if c.framesDropped > 0 {
+		attrs.PutInt(semconv.AttrKeepaliveEventsDropped, c.framesDropped)
+	}
 	c.hedge.Range(func(k string, v pcommon.Value) bool {
 		v.CopyTo(attrs.PutEmpty(k))
 		return true
@@ -361,12 +395,9 @@ func (c *call) fillSpan(span ptrace.Span, end int64) {
 	}
 
 	events := span.Events()
-	events.EnsureCapacity(len(c.chunks) + len(c.frames))
-	for _, ch := range c.chunks {
-		ev := events.AppendEmpty()
-		ev.SetName(semconv.EventChunk)
-		ev.SetTimestamp(pcommon.Timestamp(ch.at))
-		ev.Attributes().PutStr(semconv.AttrChunkKind, ch.kind)
+	if c.chunks != nil {
+		events.EnsureCapacity(len(c.chunks.Chunks()) + len(c.frames))
+		c.chunks.AppendEvents(events)
 	}
 	for _, fr := range c.frames {
 		ev := events.AppendEmpty()

@@ -27,6 +27,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/streamstall/streamstall/internal/llmstream"
+	"github.com/streamstall/streamstall/internal/sse"
 	"github.com/streamstall/streamstall/receiver/ssecapture/internal/metadata"
 )
 
@@ -54,6 +55,15 @@ type Settings struct {
 	MaxValueLength int
 	// RecordKeepalives records non-content frames as events.
 	RecordKeepalives bool
+	// MaxChunkEvents bounds the chunk events of a span (and its keepalive
+	// events apart); past it chunks are elided (figures.Keeper) with
+	// KeepGapsAbove. Zero is figures.DefaultMaxChunkEvents.
+	MaxChunkEvents int
+	KeepGapsAbove  time.Duration
+	// FrameBufferBytes bounds the bytes the streams together buffer for
+	// unfinished SSE frames, past a free 64 KiB a buffer (sse.Parser's
+	// Budget); zero leaves them bounded per stream only.
+	FrameBufferBytes int64
 
 	Clock     clockwork.Clock
 	Logger    *zap.Logger
@@ -100,6 +110,9 @@ func New(set Settings) (*Proxy, error) {
 		logger:        set.Logger,
 		maxValueLen:   set.MaxValueLength,
 		keepalives:    set.RecordKeepalives,
+		maxEvents:     set.MaxChunkEvents,
+		keepGapsAbove: set.KeepGapsAbove,
+		frameBudget:   frameBudget(set.FrameBufferBytes),
 		provider:      set.Provider,
 		service:       set.Service,
 		serverAddress: serverAddress,
@@ -123,6 +136,13 @@ func New(set Settings) (*Proxy, error) {
 		BufferPool:     bufferPool{},
 	}
 	return p, nil
+}
+
+func frameBudget(n int64) *sse.SharedBudget {
+	if n <= 0 {
+		return nil
+	}
+	return sse.NewSharedBudget(n)
 }
 
 func serverAddressPort(u *url.URL) (string, int64) {

@@ -61,6 +61,9 @@ func (b *sseTee) Read(p []byte) (int, error) {
 
 func (b *sseTee) Close() error {
 	b.parseBatch()
+	// An unfinished frame is discarded: its buffer goes back to the
+	// receiver's frame budget.
+	b.parser.Reset()
 	return b.rc.Close()
 }
 

@@ -95,8 +95,8 @@ func TestTeeStampsEachFrameWithItsRead(t *testing.T) {
 
 	ms := func(d time.Duration) int64 { return scriptStart.Add(d).UnixNano() }
 	var at []int64
-	for _, ch := range c.chunks {
-		at = append(at, ch.at)
+	for _, ch := range c.chunks.Chunks() {
+		at = append(at, ch.At)
 	}
 	assert.Equal(t, []int64{
 		ms(10 * time.Millisecond),
@@ -155,9 +155,9 @@ func TestTeeStampsAcrossBatches(t *testing.T) {
 	}
 	require.NoError(t, tee.Close())
 	assert.Equal(t, want, got.String())
-	require.Len(t, c.chunks, frames)
-	for i, ch := range c.chunks {
-		assert.Equal(t, scriptStart.Add(wantAt[i]).UnixNano(), ch.at, "frame %d", i)
+	require.Len(t, c.chunks.Chunks(), frames)
+	for i, ch := range c.chunks.Chunks() {
+		assert.Equal(t, scriptStart.Add(wantAt[i]).UnixNano(), ch.At, "frame %d", i)
 	}
 	assert.Empty(t, tee.batch, "everything parsed at close")
 	assert.NoError(t, c.parseErr)
