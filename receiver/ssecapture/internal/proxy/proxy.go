@@ -156,6 +156,14 @@ func serverAddressPort(u *url.URL) (string, int64) {
 	return u.Hostname(), port
 }
 
+// FrameBufferBytes is what the streams hold of the frame budget now.
+func (p *Proxy) FrameBufferBytes() int64 {
+	if p.calls.frameBudget == nil {
+		return 0
+	}
+	return p.calls.frameBudget.Used()
+}
+
 // Wait blocks until every request being proxied has finished.
 func (p *Proxy) Wait() { p.inflight.Wait() }
 
