@@ -184,11 +184,14 @@ func (p *Parser) grow(b []byte, n int) (_ []byte, ok bool) {
 	if need <= cap(b) {
 		return b, true
 	}
-	size := max(need, 2*cap(b))
+	// Doubling, or a quarter more when the budget cannot take a double:
+	// growing by what is needed alone would copy a large line once per
+	// read, and leave that much garbage.
+	size := max(need, min(2*cap(b), p.maxSize()))
 	if p.Budget != nil && size > free {
 		held := max(cap(b)-free, 0)
 		if !p.Budget.Take(size - free - held) {
-			size = need // doubling is a convenience; try what is needed
+			size = max(need, cap(b)+cap(b)/4)
 			if size > free && !p.Budget.Take(size-free-held) {
 				return b, false
 			}
