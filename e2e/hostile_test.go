@@ -599,6 +599,199 @@ type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
+// bytesPeakBudget bounds the rise of the collector's peak RSS in each case
+// of TestHostileBytes. Before spans and buffers were bounded in bytes, the
+// stream of 2,000,000 chunks raised it by 1.7 GiB and the 50 unterminated
+// 7 MiB lines by 989 MiB; with the defaults (max_chunk_events 2048,
+// frame_buffer_bytes 64 MiB) each stays far below this.
+const bytesPeakBudget = 256 << 20
+
+// proxyStream asks the hostile stack's proxy for model's stream and returns
+// the reply.
+func proxyStream(t *testing.T, proxy, model string) reply {
+	t.Helper()
+	return send(t, http.MethodPost, "http://"+proxy+"/v1/chat/completions", map[string]string{
+		"Content-Type": "application/json", "X-Collector-Token": "Bearer collector-secret",
+	}, strings.NewReader(fmt.Sprintf(`{"model":%q,"stream":true}`, model)))
+}
+
+// scriptLongStream makes model's stream n chunks of "a", written a thousand
+// frames at a time, then [DONE]; it returns the bytes a client must get.
+func scriptLongStream(u *upstream, model string, n int) int {
+	frame := chunkFrame(model, "a")
+	block := strings.Repeat(frame, 1000)
+	u.script(model, func(w http.ResponseWriter, _ *http.Request) {
+		for left := n; left > 0; left -= 1000 {
+			_, _ = io.WriteString(w, block[:min(left, 1000)*len(frame)])
+		}
+		flushed(w, "data: [DONE]\n\n")
+	})
+	return n*len(frame) + len("data: [DONE]\n\n")
+}
+
+// assertElided checks a span that came through stall: its figures count
+// every chunk, and it holds at most max_chunk_events chunk events.
+func assertElided(t *testing.T, sp ptrace.Span, chunks int64) {
+	t.Helper()
+	count, ok := sp.Attributes().Get(semconv.AttrChunkCount)
+	require.True(t, ok, "the span has figures")
+	assert.Equal(t, chunks, count.Int(), "chunk_count counts the elided chunks")
+	events := 0
+	for _, ev := range sp.Events().All() {
+		if ev.Name() == semconv.EventChunk {
+			events++
+		}
+	}
+	assert.LessOrEqual(t, events, 2048, "at most max_chunk_events chunk events")
+	elided, ok := sp.Attributes().Get(semconv.AttrChunkEventsElided)
+	require.True(t, ok)
+	assert.Equal(t, chunks-int64(events), elided.Int())
+}
+
+// The inputs whose cost used to grow with their length in bytes: each must
+// now cost the collector bounded memory, and the sink must get the spans
+// with exact figures.
+func TestHostileBytes(t *testing.T) {
+	t.Run("a proxied stream of 2,000,000 chunks", func(t *testing.T) {
+		s := startHostileStack(t)
+		const n = 2_000_000
+		want := scriptLongStream(s.up, "two-million", n)
+		r := proxyStream(t, s.proxy, "two-million")
+		require.Equal(t, http.StatusOK, r.status)
+		assert.Len(t, r.body, want, "the client gets every byte")
+		assertElided(t, waitSpan(t, s.sink, "chat two-million"), n)
+		peak, err := s.col.PeakRSS()
+		require.NoError(t, err)
+		t.Logf("peak RSS %d MiB (+%d MiB)", peak>>20, (peak-s.baseline)>>20)
+		assert.Less(t, peak-s.baseline, int64(bytesPeakBudget))
+	})
+
+	t.Run("50 streams that each send a 7 MiB line without a newline", func(t *testing.T) {
+		s := startHostileStack(t)
+		line := "data: {\"choices\":[{\"delta\":{\"content\":\"" + strings.Repeat("x", 7<<20)
+		s.up.script("long-line", func(w http.ResponseWriter, _ *http.Request) {
+			flushed(w, chunkFrame("long-line", "a"))
+			// Sent in pieces, as a network would, and never ended.
+			for i := 0; i < len(line); i += 64 << 10 {
+				flushed(w, line[i:min(i+64<<10, len(line))])
+			}
+		})
+		var wg sync.WaitGroup
+		replies := make([]reply, 50)
+		for i := range replies {
+			wg.Go(func() { replies[i] = proxyStream(t, s.proxy, "long-line") })
+		}
+		wg.Wait()
+		for _, r := range replies {
+			require.Equal(t, http.StatusOK, r.status)
+			assert.Len(t, r.body, len(chunkFrame("long-line", "a"))+len(line), "the client gets every byte")
+		}
+		oversized := int64(0)
+		eventually(t, 30*time.Second, "50 spans at the sink", func() error {
+			n := 0
+			oversized = 0
+			for _, sp := range s.sink.Spans() {
+				if sp.Span.Name() != "chat long-line" {
+					continue
+				}
+				n++
+				if v, ok := sp.Span.Attributes().Get(semconv.AttrOversizedFrames); ok {
+					oversized += v.Int()
+				}
+			}
+			if n < 50 {
+				return errNotYet
+			}
+			return nil
+		})
+		t.Logf("%d of 50 unterminated lines skipped past frame_buffer_bytes", oversized)
+		assert.Positive(t, oversized, "the budget cannot hold 50 lines of 7 MiB")
+		peak, err := s.col.PeakRSS()
+		require.NoError(t, err)
+		t.Logf("peak RSS %d MiB (+%d MiB)", peak>>20, (peak-s.baseline)>>20)
+		assert.Less(t, peak-s.baseline, int64(bytesPeakBudget))
+	})
+
+	t.Run("100,000 chunks cross an OTLP/gRPC hop with default limits", func(t *testing.T) {
+		sink := startSink(t)
+		grpcPort := freePort(t)
+		collector(t, fill(`
+receivers:
+  otlp:
+    protocols:
+      grpc:
+        endpoint: 127.0.0.1:${GRPC}
+exporters:
+  otlp_http:
+    endpoint: ${SINK}
+    encoding: json
+    compression: none
+service:
+  pipelines:
+    traces:
+      receivers: [otlp]
+      exporters: [otlp_http]
+`, "GRPC", grpcPort, "SINK", sink.URL))
+		up := startUpstream(t)
+		proxyPort, ingestPort := freePort(t), freePort(t)
+		collector(t, fill(`
+receivers:
+  sse_capture:
+    proxy:
+      endpoint: 127.0.0.1:${PROXY}
+      upstream:
+        endpoint: ${UPSTREAM}
+    ingest:
+      endpoint: 127.0.0.1:${INGEST}
+processors:
+  stall:
+  batch:
+exporters:
+  otlp_grpc:
+    endpoint: 127.0.0.1:${GRPC}
+    tls:
+      insecure: true
+service:
+  pipelines:
+    traces:
+      receivers: [sse_capture]
+      processors: [stall, batch]
+      exporters: [otlp_grpc]
+`, "PROXY", proxyPort, "INGEST", ingestPort, "UPSTREAM", up.srv.URL, "GRPC", grpcPort))
+		const n = 100_000
+		want := scriptLongStream(up, "hundred-thousand", n)
+		r := send(t, http.MethodPost, fmt.Sprintf("http://127.0.0.1:%d/v1/chat/completions", proxyPort),
+			map[string]string{"Content-Type": "application/json"}, strings.NewReader(`{"model":"hundred-thousand","stream":true}`))
+		require.Equal(t, http.StatusOK, r.status)
+		assert.Len(t, r.body, want)
+
+		// A record of 100,000 offsets (within every ingest limit), with
+		// 50 ordinary records in the same batch.
+		var rec bytes.Buffer
+		start := time.Now().Add(-2 * time.Minute).UnixNano()
+		fmt.Fprintf(&rec, `[{"name":"ingest hundred-thousand","start_time_unix_nano":"%d","chunk_offsets_ms":[`, start)
+		for i := range n {
+			if i > 0 {
+				rec.WriteByte(',')
+			}
+			fmt.Fprintf(&rec, "%d", i)
+		}
+		rec.WriteString("]}")
+		for i := range 50 {
+			fmt.Fprintf(&rec, `,{"name":"ingest ordinary %d","start_time_unix_nano":"%d","chunk_offsets_ms":[100,150,200]}`, i, start)
+		}
+		rec.WriteString("]")
+		ir := send(t, http.MethodPost, fmt.Sprintf("http://127.0.0.1:%d/v1/streams", ingestPort), map[string]string{"Content-Type": "application/json"}, &rec)
+		require.Equal(t, http.StatusOK, ir.status, "%s", ir.body)
+
+		assertElided(t, waitSpan(t, sink, "chat hundred-thousand"), n)
+		assertElided(t, waitSpan(t, sink, "ingest hundred-thousand"), n)
+		for i := range 50 {
+			waitSpan(t, sink, fmt.Sprintf("ingest ordinary %d", i))
+		}
+	})
+}
+
 func waitSpan(t *testing.T, sink *harness.Sink, name string) ptrace.Span {
 	t.Helper()
 	var sp ptrace.Span

@@ -43,6 +43,7 @@ type stallMetrics struct {
 	attrs    []aggregate.Attribute
 	evidence figures.Chunks
 	stalls   []figures.Stall
+	gapRuns  []figures.GapRun
 	// refused counts the spans of the current batch whose figures were
 	// inconsistent or implausible; overflowLogged is set once max_series
 	// was reported in the log since Start.

@@ -78,7 +78,7 @@ func assertHostileFigures(t *testing.T, md pmetric.Metrics, want figurestest.Wan
 		return
 	}
 	gaps := histogramPoint(t, md, semconv.MetricTimePerOutputChunk, nil)
-	assert.Equal(t, uint64(len(want.Gaps)), gaps.Count())
+	assert.Equal(t, uint64(want.GapCount()), gaps.Count())
 	assert.InDelta(t, time.Duration(want.Generation()).Seconds(), gaps.Sum(), 1e-6)
 	if want.StallCount == 0 {
 		forMetric(md, semconv.MetricStallDuration, func(pmetric.Metric) { t.Error("a stall was recorded") })

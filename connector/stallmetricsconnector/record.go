@@ -198,15 +198,18 @@ func addSaturating(a, b int64) int64 {
 // events.
 func (c *stallMetrics) recordGapsAndStalls(span ptrace.Span, fig *figures.Reported, dims []aggregate.Attribute) int {
 	ev := &c.evidence
-	if int64(len(ev.Times)) != fig.Int(figures.IdxChunkCount) {
+	if ev.Count() != fig.Int(figures.IdxChunkCount) {
 		return c.recordStallEvents(span, fig, dims)
 	}
 	// Judged chunk times are sorted and within max_duration of each other:
 	// every gap and stall is a valid duration, and each metric's point is
-	// looked up once per span.
+	// looked up once per span. The gaps across elided chunks are recorded
+	// at their mean: their count and sum stay exact, and each was at most
+	// the span's keep_gaps_above_ms.
 	gaps := c.metrics.perChunk.Point(dims).Value
-	for i := 1; i < len(ev.Times); i++ {
-		_ = gaps.Record(float64(ev.Times[i]-ev.Times[i-1]) / 1e9)
+	c.gapRuns = ev.GapRuns(c.gapRuns)
+	for _, g := range c.gapRuns {
+		_ = gaps.RecordN(float64(g.Gap)/1e9, uint64(g.Count))
 	}
 	// The stalls under the threshold the processor wrote (Check made it
 	// positive and finite).

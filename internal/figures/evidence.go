@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sort"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -123,12 +124,19 @@ func (r *ChunkReader) Read(span ptrace.Span, c *Chunks) error {
 //     start is unknown, to the last chunk is at most max_duration.
 func (r *ChunkReader) Judge(span ptrace.Span, c *Chunks) error {
 	if c.unsorted {
-		slices.Sort(c.Times)
+		if c.elision {
+			sort.Stable(byTime{c})
+		} else {
+			slices.Sort(c.Times)
+		}
 		c.unsorted = false
 	}
 	c.start = knownTime(span.StartTimestamp())
 	if c.overflow > 0 {
 		return fmt.Errorf("%w: %d chunk times past the year 2262", ErrImplausible, c.overflow)
+	}
+	if err := c.judgeElided(span); err != nil {
+		return err
 	}
 	n := len(c.Times)
 	if n == 0 {
@@ -181,24 +189,45 @@ func knownTime(t pcommon.Timestamp) int64 {
 // judged, and the summary of their kinds. Its buffer is reused from span to
 // span, so that reading allocates nothing once it has grown.
 type Chunks struct {
-	// Times are the chunk times, unix nanoseconds, ascending once judged;
-	// zero (unset) times are left out.
+	// Times are the times of the chunk events, unix nanoseconds, ascending
+	// once judged; zero (unset) times are left out. With elided chunks
+	// (Elided > 0) they are the kept chunks only.
 	Times []int64
-	// Kinds summarizes the chunk kinds.
+	// Kinds summarizes the kinds of the chunk events.
 	Kinds Kinds
 	// StallEvents says whether Read saw an llm.stream.stall event.
 	StallEvents bool
+	// Elided counts the chunks the receiver elided (docs/contract.md
+	// section 3), ElidedReasoning the reasoning chunks among them.
+	Elided, ElidedReasoning int64
 
 	start    int64
 	last     int64
 	unsorted bool
 	overflow int
+	// runs[i] are the chunks elided just before Times[i], once an event
+	// said it elided any (elision).
+	runs          []elidedRun
+	elision       bool
+	badElision    string
+	keepGapsAbove int64
 }
 
-// Reset empties c for the next span, keeping its buffer.
+type elidedRun struct{ elided, reasoning int64 }
+
+// MaxChunkCount bounds the chunks a span may count, kept and elided: far
+// above any stream (a chunk per microsecond for max_duration is 3.6e9),
+// far below where the counts' sums could overflow.
+const MaxChunkCount = 1 << 40
+
+// Reset empties c for the next span, keeping its buffers.
 func (c *Chunks) Reset() {
-	*c = Chunks{Times: c.Times[:0]}
+	*c = Chunks{Times: c.Times[:0], runs: c.runs[:0]}
 }
+
+// Count is the number of chunks of the stream: the chunk events and the
+// chunks elided between them.
+func (c *Chunks) Count() int64 { return int64(len(c.Times)) + c.Elided }
 
 // Add counts ev as a chunk: its time, unless unset, and its kind. A chunk
 // carries a reasoning delta when its llm.stream.chunk.kind is the string
@@ -217,17 +246,111 @@ func (c *Chunks) Add(ev ptrace.SpanEvent) {
 	c.unsorted = c.unsorted || t < c.last
 	c.last = t
 	c.Times = append(c.Times, t)
-	kind, ok := ev.Attributes().Get(semconv.AttrChunkKind)
-	c.Kinds.Add(t, ok && kind.Type() == pcommon.ValueTypeStr && kind.Str() == semconv.ChunkKindReasoning)
+	reasoning := false
+	var run elidedRun
+	elision := false
+	// One pass over the event's attributes: a chunk event carries its kind
+	// and, when chunks were elided before it, their counts.
+	for k, v := range ev.Attributes().All() {
+		switch k {
+		case semconv.AttrChunkKind:
+			reasoning = v.Type() == pcommon.ValueTypeStr && v.Str() == semconv.ChunkKindReasoning
+		case semconv.AttrChunkElided:
+			run.elided, elision = c.elisionCount(v, k), true
+		case semconv.AttrChunkElidedReasoning:
+			run.reasoning, elision = c.elisionCount(v, k), true
+		}
+	}
+	c.Kinds.Add(t, reasoning)
+	if elision && !c.elision {
+		c.elision = true
+		c.runs = append(c.runs[:0], make([]elidedRun, len(c.Times)-1)...)
+	}
+	if c.elision {
+		c.runs = append(c.runs, run)
+		if run.reasoning > run.elided && c.badElision == "" {
+			c.badElision = semconv.AttrChunkElidedReasoning + " is more than " + semconv.AttrChunkElided
+		}
+		c.Elided = min(c.Elided+run.elided, MaxChunkCount+1)
+		c.ElidedReasoning = min(c.ElidedReasoning+run.reasoning, MaxChunkCount+1)
+	}
+}
+
+// elisionCount reads an elision count: an int from 0 to MaxChunkCount.
+func (c *Chunks) elisionCount(v pcommon.Value, key string) int64 {
+	if v.Type() != pcommon.ValueTypeInt || v.Int() < 0 || v.Int() > MaxChunkCount {
+		if c.badElision == "" {
+			c.badElision = key + " is not an int from 0 to MaxChunkCount"
+		}
+		return 0
+	}
+	return v.Int()
+}
+
+// judgeElided checks the elision counts of sorted evidence: they must be
+// what a Keeper writes, so that the figures they give are exact. The first
+// chunk and the first chunk of each kind are never elided, the counts fit,
+// and the span says the gap below which chunks were elided.
+func (c *Chunks) judgeElided(span ptrace.Span) error {
+	if c.badElision != "" {
+		return fmt.Errorf("%w: %s", ErrImplausible, c.badElision)
+	}
+	if c.Elided == 0 {
+		return nil
+	}
+	if c.Count() > MaxChunkCount {
+		return fmt.Errorf("%w: more than 2^40 chunks", ErrImplausible)
+	}
+	v, ok := span.Attributes().Get(semconv.AttrChunkEventsKeepGapsAboveMs)
+	if !ok || v.Type() != pcommon.ValueTypeDouble || !(v.Double() >= 0) || v.Double() > Millis(math.MaxInt64) {
+		return fmt.Errorf("%w: elided chunks without a valid %s", ErrImplausible, semconv.AttrChunkEventsKeepGapsAboveMs)
+	}
+	c.keepGapsAbove = Nanos(v.Double())
+	if c.runs[0].elided > 0 {
+		return fmt.Errorf("%w: chunks elided before the first chunk event", ErrImplausible)
+	}
+	k := &c.Kinds
+	for i := 1; i < len(c.runs); i++ {
+		run, before := c.runs[i], c.Times[i-1]
+		if run.reasoning > 0 && (k.ReasoningChunks == 0 || k.FirstReasoning > before) {
+			return fmt.Errorf("%w: reasoning chunks elided before the first reasoning chunk event", ErrImplausible)
+		}
+		if run.elided > run.reasoning && (!k.HasAnswer || k.FirstAnswer > before) {
+			return fmt.Errorf("%w: answer chunks elided before the first answer chunk event", ErrImplausible)
+		}
+	}
+	return nil
+}
+
+// byTime sorts the chunk times with their elision counts.
+type byTime struct{ c *Chunks }
+
+func (s byTime) Len() int           { return len(s.c.Times) }
+func (s byTime) Less(i, j int) bool { return s.c.Times[i] < s.c.Times[j] }
+func (s byTime) Swap(i, j int) {
+	s.c.Times[i], s.c.Times[j] = s.c.Times[j], s.c.Times[i]
+	s.c.runs[i], s.c.runs[j] = s.c.runs[j], s.c.runs[i]
 }
 
 // Derive computes the figures of judged evidence with the stall threshold
 // in nanoseconds; stalls are appended to stalls[:0]. An unknown span start
 // (unset, or past 2262) makes TTFT and TTFA unknown, not the age of the
 // epoch.
+//
+// Elided chunks count in the chunk count, the stall positions and the
+// reasoning count. A gap across elided chunks is no stall gap: every gap
+// in it was at most the span's keep_gaps_above_ms. The threshold in force
+// (Figures.Threshold) is therefore at least that gap: below it the
+// evidence cannot tell stalls apart, and the figures are those of the
+// longer threshold, which the span then says, never a guess.
 func (c *Chunks) Derive(threshold int64, stalls []Stall) (Figures, Reasoning) {
-	f := Derive(c.start, c.Times, threshold, stalls)
+	var runs []elidedRun
+	if c.Elided > 0 {
+		runs, threshold = c.runs, max(threshold, c.keepGapsAbove)
+	}
+	f := derive(c.start, c.Times, runs, threshold, stalls)
 	r := DeriveReasoning(c.start, c.Kinds)
+	r.ReasoningChunks += int(c.ElidedReasoning)
 	if c.start == 0 {
 		f.HasTTFT, f.TTFT = false, 0
 		r.HasTTFA, r.TTFA = false, 0
@@ -236,11 +359,38 @@ func (c *Chunks) Derive(threshold int64, stalls []Stall) (Figures, Reasoning) {
 }
 
 // Gaps appends the gaps between consecutive chunks of judged evidence to
-// dst[:0].
+// dst[:0]. A gap across elided chunks is not one gap, and is left out:
+// GapRuns gives it.
 func (c *Chunks) Gaps(dst []int64) []int64 {
 	dst = dst[:0]
 	for i := 1; i < len(c.Times); i++ {
+		if c.Elided > 0 && c.runs[i].elided > 0 {
+			continue
+		}
 		dst = append(dst, c.Times[i]-c.Times[i-1])
+	}
+	return dst
+}
+
+// GapRun is Count consecutive gaps that last Gap nanoseconds on average:
+// one gap (Count 1), or the gaps around elided chunks, each at most the
+// span's keep_gaps_above_ms.
+type GapRun struct {
+	Gap   int64
+	Count int64
+}
+
+// GapRuns appends the gaps of judged evidence to dst[:0], those across
+// elided chunks as one run at their mean: the count and the sum of every
+// gap are exact (the sum to a nanosecond per run).
+func (c *Chunks) GapRuns(dst []GapRun) []GapRun {
+	dst = dst[:0]
+	for i := 1; i < len(c.Times); i++ {
+		n := int64(1)
+		if c.Elided > 0 {
+			n += c.runs[i].elided
+		}
+		dst = append(dst, GapRun{Gap: (c.Times[i] - c.Times[i-1]) / n, Count: n})
 	}
 	return dst
 }

@@ -92,8 +92,20 @@ func Nanos(ms float64) int64 {
 // holds them so once judged) and the stall threshold in nanoseconds. Stalls are
 // appended to stalls[:0], so a caller that reuses the buffer allocates nothing.
 func Derive(start int64, chunkTimes []int64, threshold int64, stalls []Stall) Figures {
-	f := Figures{ChunkCount: len(chunkTimes), Threshold: threshold, Stalls: stalls[:0]}
+	return derive(start, chunkTimes, nil, threshold, stalls)
+}
+
+// derive is Derive over kept chunk times with the chunks elided before each
+// (runs, parallel to chunkTimes; nil when none was): elided chunks count in
+// the chunk count and the stall positions, and a gap across them is no
+// stall gap.
+func derive(start int64, chunkTimes []int64, runs []elidedRun, threshold int64, stalls []Stall) Figures {
 	n := len(chunkTimes)
+	total := n
+	for _, r := range runs {
+		total += int(r.elided)
+	}
+	f := Figures{ChunkCount: total, Threshold: threshold, Stalls: stalls[:0]}
 	if n == 0 {
 		return f
 	}
@@ -105,10 +117,16 @@ func Derive(start int64, chunkTimes []int64, threshold int64, stalls []Stall) Fi
 		return f
 	}
 	f.Generation = chunkTimes[n-1] - chunkTimes[0]
-	f.Burst = f.Generation < int64(n-1)*burstGapNanos
+	f.Burst = f.Generation < int64(total-1)*burstGapNanos
 	inStall := false
+	elided := 0 // chunks elided up to chunkTimes[i-1]
 	for i := 1; i < n; i++ {
 		gap := chunkTimes[i] - chunkTimes[i-1]
+		if runs != nil && runs[i].elided > 0 {
+			elided += int(runs[i].elided)
+			inStall = false
+			continue
+		}
 		if gap <= threshold {
 			inStall = false
 			continue
@@ -117,7 +135,7 @@ func Derive(start int64, chunkTimes []int64, threshold int64, stalls []Stall) Fi
 		f.StallTotal += gap
 		if !inStall {
 			inStall = true
-			f.Stalls = append(f.Stalls, Stall{AfterChunk: i, At: chunkTimes[i-1]})
+			f.Stalls = append(f.Stalls, Stall{AfterChunk: i + elided, At: chunkTimes[i-1]})
 		}
 		s := &f.Stalls[len(f.Stalls)-1]
 		s.Duration += gap

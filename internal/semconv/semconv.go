@@ -51,6 +51,28 @@ const (
 	AttrCaptureError = "llm.stream.capture_error"
 )
 
+// Elided chunk events (docs/contract.md section 3): past max_chunk_events,
+// the receiver keeps the chunk events the figures need and counts the
+// others on the kept event that follows them. None is a figure.
+const (
+	// AttrChunkElided, on a chunk event, counts the chunks elided just
+	// before it (int, present when not zero); every gap among and around
+	// them was at most the span's keep_gaps_above_ms.
+	AttrChunkElided = "llm.stream.chunk.elided"
+	// AttrChunkElidedReasoning counts the reasoning chunks among them (int,
+	// present when not zero).
+	AttrChunkElidedReasoning = "llm.stream.chunk.elided_reasoning"
+	// AttrChunkEventsElided, on the span, counts every elided chunk (int).
+	AttrChunkEventsElided = "llm.stream.chunk_events.elided"
+	// AttrChunkEventsKeepGapsAboveMs, on the span, is the gap (double, ms)
+	// above which both chunks of a gap were kept: the figures are exact for
+	// any stall threshold at least as long.
+	AttrChunkEventsKeepGapsAboveMs = "llm.stream.chunk_events.keep_gaps_above_ms"
+	// AttrKeepaliveEventsDropped, on the span, counts the non-content
+	// frames not recorded past max_chunk_events (int, present when not zero).
+	AttrKeepaliveEventsDropped = "llm.stream.keepalive_events.dropped"
+)
+
 // DefaultChunkEventNames are the chunk event names recognised by default.
 func DefaultChunkEventNames() []string { return []string{EventChunk, EventChunkLegacy} }
 

@@ -150,3 +150,12 @@ func feed(s stepper, handler func(*Event), b []byte) {
 		}
 	}
 }
+
+// shrink empties a buffer of a parser that draws on no budget: one that grew
+// past keepBufferCap is let go, so an idle stream holds at most that much.
+func shrink(b []byte) []byte {
+	if cap(b) > keepBufferCap {
+		return nil
+	}
+	return b[:0]
+}

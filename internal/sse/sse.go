@@ -94,6 +94,11 @@ type Parser struct {
 	// MaxEventSize bounds the bytes buffered for one line or one event's
 	// data; zero means DefaultMaxEventSize.
 	MaxEventSize int
+	// Budget, when set, is drawn on for the bytes of the line and data
+	// buffers beyond a free 64 KiB each, and given back once the event is
+	// done: parsers that share it hold at most its bytes together. An
+	// event the budget cannot take is skipped like an oversized one.
+	Budget Budget
 
 	offset  int64
 	bomSeen int  // bytes of a leading BOM matched so far
@@ -107,6 +112,9 @@ type Parser struct {
 	retried bool
 	ev      Event
 
+	// freeBytes is keepBufferCap, or less in tests.
+	freeBytes int
+
 	skipping  bool  // inside an oversized event: drop lines up to a blank one
 	skipMid   bool  // ... and the current line has bytes already
 	oversized int64 // events skipped for their size
@@ -119,6 +127,8 @@ func (p *Parser) Feed(b []byte) {
 		b = b[n:]
 		if d != dispatchNone && p.Handler != nil {
 			p.Handler(&p.ev)
+			// The event may alias a buffer given back to the budget.
+			p.ev = Event{}
 		}
 	}
 }
@@ -144,7 +154,7 @@ func (p *Parser) Pending() bool { return len(p.partial) > 0 || len(p.data) > 0 |
 // Reset makes the parser ready for a new stream, keeping its buffers.
 func (p *Parser) Reset() {
 	p.offset, p.bomSeen, p.bomDone, p.skipLF = 0, 0, false, false
-	p.partial, p.evType, p.data, p.id = p.partial[:0], p.evType[:0], p.data[:0], p.id[:0]
+	p.partial, p.evType, p.data, p.id = p.release(p.partial), p.evType[:0], p.release(p.data), p.id[:0]
 	p.retry, p.retried = -1, false
 	p.skipping, p.skipMid, p.oversized = false, false, 0
 }
@@ -154,15 +164,56 @@ func (p *Parser) Reset() {
 func (p *Parser) skip(mid bool) {
 	p.oversized++
 	p.skipping, p.skipMid = true, mid
-	p.partial, p.data, p.evType = shrink(p.partial), shrink(p.data), shrink(p.evType)
+	p.partial, p.data, p.evType = p.release(p.partial), p.release(p.data), p.evType[:0]
 	p.retried = false
 }
 
-func shrink(b []byte) []byte {
-	if cap(b) > keepBufferCap {
-		return nil
+// release empties a buffer: one that grew past keepBufferCap is let go,
+// and what it drew on the budget given back.
+func (p *Parser) release(b []byte) []byte {
+	free := p.free()
+	if cap(b) <= free {
+		return b[:0]
 	}
-	return b[:0]
+	if p.Budget != nil {
+		p.Budget.Return(cap(b) - free)
+	}
+	return nil
+}
+
+// grow makes room for n more bytes in b, drawing on the budget for what
+// passes keepBufferCap; ok is false when the budget cannot take it.
+func (p *Parser) grow(b []byte, n int) (_ []byte, ok bool) {
+	free := p.free()
+	need := len(b) + n
+	if need <= cap(b) {
+		return b, true
+	}
+	// Doubling, or a quarter more when the budget cannot take a double:
+	// growing by what is needed alone would copy a large line once per
+	// read, and leave that much garbage.
+	size := max(need, min(2*cap(b), p.maxSize()))
+	if p.Budget != nil && size > free {
+		held := max(cap(b)-free, 0)
+		if !p.Budget.Take(size - free - held) {
+			size = max(need, cap(b)+cap(b)/4)
+			if size > free && !p.Budget.Take(size-free-held) {
+				return b, false
+			}
+		}
+	}
+	// The budget now holds the new buffer's bytes past keepBufferCap: what
+	// the old one held, and the difference just taken.
+	nb := make([]byte, len(b), size)
+	copy(nb, b)
+	return nb, true
+}
+
+func (p *Parser) free() int {
+	if p.freeBytes > 0 {
+		return p.freeBytes
+	}
+	return keepBufferCap
 }
 
 func (p *Parser) maxSize() int { return maxOr(p.MaxEventSize) }
@@ -199,7 +250,9 @@ func (p *Parser) next(b []byte) (n int, d dispatch) {
 				return n, dispatchNone
 			}
 			// Not a BOM after all: what matched is the start of the first line.
-			p.partial = append(p.partial, bom[:p.bomSeen]...)
+			if b, ok := p.grow(p.partial, p.bomSeen); ok {
+				p.partial = append(b, bom[:p.bomSeen]...)
+			}
 			p.bomDone = true
 		}
 	}
@@ -228,7 +281,11 @@ func (p *Parser) next(b []byte) (n int, d dispatch) {
 		return n, dispatchNone
 	}
 	if end < 0 {
-		if len(p.partial)+len(seg) > p.maxSize() {
+		var ok bool
+		if len(p.partial)+len(seg) <= p.maxSize() {
+			p.partial, ok = p.grow(p.partial, len(seg))
+		}
+		if !ok {
 			p.skip(true)
 			return len(b), dispatchNone
 		}
@@ -243,12 +300,20 @@ func (p *Parser) next(b []byte) (n int, d dispatch) {
 		p.skip(false)
 		return n, dispatchNone
 	}
-	if len(p.partial) > 0 {
+	inPartial := len(p.partial) > 0
+	if inPartial {
+		var ok bool
+		if p.partial, ok = p.grow(p.partial, len(line)); !ok {
+			p.skip(false)
+			return n, dispatchNone
+		}
 		p.partial = append(p.partial, line...)
 		line = p.partial
 	}
-	d = p.processLine(line, endOffset)
-	p.partial = p.partial[:0]
+	d = p.processLine(line, endOffset, inPartial)
+	// A comment's event may alias the line: Feed clears it after the
+	// handler, a Reader's caller holds it until the next call.
+	p.partial = p.release(p.partial)
 	return n, d
 }
 
@@ -282,7 +347,10 @@ func (p *Parser) consumeEnd(seg []byte, end int) int {
 	return n
 }
 
-func (p *Parser) processLine(line []byte, end int64) dispatch {
+// processLine processes one complete line; inPartial says that it is
+// p.partial, whose buffer a first data line then takes over rather than
+// being copied (a large line is held once, not twice).
+func (p *Parser) processLine(line []byte, end int64, inPartial bool) dispatch {
 	if len(line) == 0 {
 		return p.dispatch(end)
 	}
@@ -299,16 +367,32 @@ func (p *Parser) processLine(line []byte, end int64) dispatch {
 	}
 	switch string(field) {
 	case "event":
+		// Event types are words; one past the free buffer size is no
+		// event of any API, and is skipped rather than held.
+		if len(value) > p.free() {
+			p.skip(false)
+			return dispatchNone
+		}
 		p.evType = append(p.evType[:0], value...)
 	case "data":
-		if len(p.data)+len(value) >= p.maxSize() {
+		if inPartial && len(p.data) == 0 && len(value) < p.maxSize() && len(value) < cap(p.partial) {
+			n := copy(p.partial, value) // value lies within p.partial: copy moves it
+			p.data, p.partial = append(p.partial[:n], '\n'), p.data[:0]
+			return dispatchNone
+		}
+		var ok bool
+		if len(p.data)+len(value) < p.maxSize() {
+			p.data, ok = p.grow(p.data, len(value)+1)
+		}
+		if !ok {
 			p.skip(false)
 			return dispatchNone
 		}
 		p.data = append(p.data, value...)
 		p.data = append(p.data, '\n')
 	case "id":
-		if bytes.IndexByte(value, 0) < 0 {
+		// An id past the free buffer size is ignored, as one with a NUL is.
+		if bytes.IndexByte(value, 0) < 0 && len(value) <= p.free() {
 			p.id = append(p.id[:0], value...)
 		}
 	case "retry":
@@ -330,8 +414,9 @@ func (p *Parser) dispatch(end int64) dispatch {
 	}
 	p.ev = Event{Type: p.evType, Data: p.data[:len(p.data)-1], ID: p.id, Retry: retry, End: end}
 	// The slices stay readable until the next line is processed, because
-	// resetting a length does not touch the bytes.
-	p.evType, p.data, p.retried = p.evType[:0], p.data[:0], false
+	// resetting a length does not touch the bytes (and a released buffer
+	// stays alive while the event refers to it).
+	p.evType, p.data, p.retried = p.evType[:0], p.release(p.data), false
 	return dispatchEvent
 }
 

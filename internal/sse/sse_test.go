@@ -413,7 +413,53 @@ func FuzzParser(f *testing.F) {
 		if wantN == 0 {
 			assert.Equal(t, wantMax, want, "nothing oversized: the same events as without a limit")
 		}
+
+		// With a byte budget past a small free size: the events that
+		// pass are those of the reference, in order; what the budget
+		// cannot hold is skipped and counted; the budget is never passed
+		// and is whole again once the parser is reset.
+		budget := NewSharedBudget(int64(limit) % 48)
+		var budgeted []record
+		bp := Parser{Budget: budget, freeBytes: 4, Handler: func(ev *Event) {
+			assert.LessOrEqual(t, budget.Used(), int64(limit)%48)
+			budgeted = append(budgeted, own(ev))
+		}}
+		bp.Feed(in[:s])
+		bp.Feed(in[s:])
+		assert.LessOrEqual(t, len(budgeted)+int(bp.Oversized()), len(want)+int(bp.Oversized()))
+		if bp.Oversized() == 0 {
+			assert.Equal(t, want, budgeted, "nothing skipped: the same events as without a budget")
+		}
+		bp.Reset()
+		assert.Zero(t, budget.Used(), "a reset parser holds nothing of the budget")
 	})
+}
+
+// TestParserSharedBudget: parsers that share a budget hold at most its
+// bytes together; a frame that does not fit is skipped and counted, and
+// the bytes come back once a frame is done.
+func TestParserSharedBudget(t *testing.T) {
+	budget := NewSharedBudget(1 << 20)
+	line := bytes.Repeat([]byte("x"), 700<<10)
+	var got [2][]string
+	ps := make([]*Parser, 2)
+	for i := range ps {
+		ps[i] = &Parser{Budget: budget, Handler: func(ev *Event) { got[i] = append(got[i], string(ev.Data[:min(len(ev.Data), 8)])) }}
+		ps[i].Feed([]byte("data: "))
+	}
+	ps[0].Feed(line) // 700 KiB held
+	assert.Greater(t, budget.Used(), int64(600<<10))
+	ps[1].Feed(line) // would pass the budget: skipped
+	assert.Equal(t, int64(1), ps[1].Oversized())
+	assert.Zero(t, ps[0].Oversized())
+	assert.LessOrEqual(t, budget.Used(), int64(1<<20))
+	for _, p := range ps {
+		p.Feed([]byte("\n\ndata: [DONE]\n\n"))
+	}
+	assert.Equal(t, []string{"xxxxxxxx", "[DONE]"}, got[0])
+	assert.Equal(t, []string{"[DONE]"}, got[1])
+	assert.Zero(t, budget.Used(), "every byte back once the frames are done")
+	assert.LessOrEqual(t, cap(ps[0].data), keepBufferCap, "the large buffer is let go")
 }
 
 func BenchmarkParser(b *testing.B) {

@@ -42,6 +42,17 @@ type ProxyConfig struct {
 	// QueueSize bounds the spans waiting for the next consumer; when it is
 	// full, spans are dropped and counted, and streams are never slowed.
 	QueueSize int `mapstructure:"queue_size"`
+	// QueueBytes bounds the OTLP bytes of the spans waiting for (or being
+	// handed to) the next consumer; past it, spans are dropped and counted
+	// (reason queue_bytes).
+	QueueBytes int64 `mapstructure:"queue_bytes"`
+	// FrameBufferBytes bounds the bytes all streams together may buffer
+	// for SSE frames (or lines) not complete yet, beyond a free 64 KiB per
+	// buffer; a frame that would pass it is skipped by telemetry (never by
+	// the client) and counted in llm.stream.oversized_frames.
+	FrameBufferBytes int64 `mapstructure:"frame_buffer_bytes"`
+	// ChunkEvents bounds the chunk events of a span.
+	ChunkEvents ChunkEventsConfig `mapstructure:",squash"`
 	// MaxAttributeValueLength bounds, in bytes, every string the proxy
 	// records from a request or response (model names, response ids,
 	// finish reasons, error types, llm.hedge.* baggage): longer ones are
@@ -93,8 +104,40 @@ type IngestConfig struct {
 	// MaxStreamDuration bounds a record's stream, from its start to its
 	// end or last chunk; longer ones get 400.
 	MaxStreamDuration time.Duration `mapstructure:"max_stream_duration"`
+	// ChunkEvents bounds the chunk events of a span.
+	ChunkEvents ChunkEventsConfig `mapstructure:",squash"`
 
 	_ struct{}
+}
+
+// ChunkEventsConfig bounds the chunk events of one span (docs/contract.md
+// section 3): a stream with more chunks keeps the ones its figures need,
+// and counts the others, so that its figures stay exact.
+type ChunkEventsConfig struct {
+	// MaxChunkEvents bounds the chunk events of a span (and, in the proxy,
+	// its keepalive events apart).
+	MaxChunkEvents int `mapstructure:"max_chunk_events"`
+	// KeepGapsAbove is the gap above which both chunks of a gap are kept
+	// once chunks are elided. It must be at most the smallest
+	// stall_threshold in use: for a shorter threshold the stall processor
+	// can only apply this gap.
+	KeepGapsAbove time.Duration `mapstructure:"keep_gaps_above"`
+}
+
+// maxChunkEventsLimit keeps a span under 4 MiB of OTLP, what a default gRPC
+// receiver takes: a chunk event with its elision counts is about 160 bytes.
+const maxChunkEventsLimit = 16384
+
+func (c *ChunkEventsConfig) validate(listener string) []error {
+	var errs []error
+	if c.MaxChunkEvents < 4 || c.MaxChunkEvents > maxChunkEventsLimit {
+		errs = append(errs, fmt.Errorf("%s: max_chunk_events must be from 4 (the first, first answer, first reasoning and last chunk) to %d (a span under 4 MiB), got %d",
+			listener, maxChunkEventsLimit, c.MaxChunkEvents))
+	}
+	if c.KeepGapsAbove < 0 {
+		errs = append(errs, fmt.Errorf("%s: keep_gaps_above must not be negative, got %v", listener, c.KeepGapsAbove))
+	}
+	return errs
 }
 
 var (
@@ -145,6 +188,13 @@ func (p *ProxyConfig) validate() error {
 	if p.QueueSize <= 0 {
 		errs = append(errs, fmt.Errorf("proxy: queue_size %w", errPositive))
 	}
+	if p.QueueBytes <= 0 {
+		errs = append(errs, fmt.Errorf("proxy: queue_bytes %w", errPositive))
+	}
+	if p.FrameBufferBytes <= 0 {
+		errs = append(errs, fmt.Errorf("proxy: frame_buffer_bytes %w", errPositive))
+	}
+	errs = append(errs, p.ChunkEvents.validate("proxy")...)
 	if p.MaxAttributeValueLength <= 0 {
 		errs = append(errs, fmt.Errorf("proxy: max_attribute_value_length %w", errPositive))
 	}
@@ -194,6 +244,7 @@ func (i *IngestConfig) validate() error {
 	if i.MaxStreamDuration <= 0 {
 		errs = append(errs, fmt.Errorf("ingest: max_stream_duration %w", errPositive))
 	}
+	errs = append(errs, i.ChunkEvents.validate("ingest")...)
 	return errors.Join(errs...)
 }
 

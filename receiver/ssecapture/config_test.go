@@ -36,6 +36,9 @@ func TestLoadConfig(t *testing.T) {
 	assert.Equal(t, "https://api.openai.com", p.Upstream.Endpoint)
 	assert.Equal(t, int64(4<<20), p.MaxRequestBody)
 	assert.Equal(t, defaultQueueSize, p.QueueSize)
+	assert.Equal(t, int64(64<<20), p.QueueBytes)
+	assert.Equal(t, int64(64<<20), p.FrameBufferBytes)
+	assert.Equal(t, ChunkEventsConfig{MaxChunkEvents: 2048, KeepGapsAbove: 2 * time.Second}, p.ChunkEvents)
 	require.True(t, p.Upstream.Keepalive.HasValue())
 	assert.Equal(t, defaultUpstreamIdleConns, p.Upstream.Keepalive.Get().MaxIdleConnsPerHost)
 	assert.False(t, p.RecordKeepalives)
@@ -51,6 +54,9 @@ func TestLoadConfig(t *testing.T) {
 	assert.Equal(t, int64(1<<20), p.MaxRequestBody)
 	assert.Equal(t, 16384, p.MaxRequestHeaderBytes)
 	assert.Equal(t, 50, p.QueueSize)
+	assert.Equal(t, int64(1<<20), p.QueueBytes)
+	assert.Equal(t, int64(2<<20), p.FrameBufferBytes)
+	assert.Equal(t, ChunkEventsConfig{MaxChunkEvents: 512, KeepGapsAbove: 500 * time.Millisecond}, p.ChunkEvents)
 	i := cfg.Ingest.Get()
 	assert.Equal(t, "localhost:9788", i.NetAddr.Endpoint)
 	assert.Equal(t, int64(2048), i.MaxRequestBody)
@@ -63,6 +69,7 @@ func TestLoadConfig(t *testing.T) {
 	assert.Equal(t, 30*time.Second, i.MaxClockSkew)
 	assert.Equal(t, 10*time.Minute, i.MaxStreamDuration)
 	assert.Equal(t, 5*time.Second, i.ReadTimeout)
+	assert.Equal(t, ChunkEventsConfig{MaxChunkEvents: 256, KeepGapsAbove: time.Second}, i.ChunkEvents)
 
 	cfg, err = loadConfig(t, "ingest_only")
 	require.NoError(t, err)
@@ -79,6 +86,7 @@ func TestLoadConfig(t *testing.T) {
 	assert.Equal(t, time.Hour, i.MaxStreamDuration)
 	assert.Equal(t, 30*time.Second, i.ReadTimeout)
 	assert.Equal(t, 10*time.Second, i.ReadHeaderTimeout)
+	assert.Equal(t, ChunkEventsConfig{MaxChunkEvents: 2048, KeepGapsAbove: 2 * time.Second}, i.ChunkEvents)
 }
 
 func TestConfigValidate(t *testing.T) {
@@ -97,6 +105,9 @@ func TestConfigValidate(t *testing.T) {
 			"ingest: max_request_body must be positive", "ingest: max_records must be positive",
 			"ingest: max_chunks_per_record must be positive",
 			"ingest: max_attributes_per_record must be positive", "ingest: max_attribute_value_length must be positive",
+			"proxy: queue_bytes must be positive", "proxy: frame_buffer_bytes must be positive",
+			"proxy: max_chunk_events must be from 4", "got 3", "proxy: keep_gaps_above must not be negative",
+			"ingest: max_chunk_events must be from 4", "got 16385",
 		}},
 	}
 	for _, tt := range tests {

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/receiver"
 
+	"github.com/streamstall/streamstall/internal/figures"
 	"github.com/streamstall/streamstall/receiver/ssecapture/internal/metadata"
 	"github.com/streamstall/streamstall/receiver/ssecapture/internal/proxy"
 )
@@ -42,8 +43,16 @@ const (
 	// headers, baggage and traceparent); net/http's own default of 1 MiB
 	// would let every connection make the server parse and hold a
 	// megabyte of headers before any authenticator looks at them.
-	defaultMaxHeaderBytes    = 64 << 10
-	defaultQueueSize         = 1000
+	defaultMaxHeaderBytes = 64 << 10
+	defaultQueueSize      = 1000
+	// 64 MiB of OTLP: a thousand spans of 64 KiB (a few hundred chunks
+	// each), or 180 of the largest span max_chunk_events allows. Queued
+	// pdata holds about three times its OTLP size in memory.
+	defaultQueueBytes = 64 << 20
+	// Real frames are a few KiB and fit the free 64 KiB of each buffer;
+	// 64 MiB lets eight streams hold a frame of the 8 MiB per-stream cap at
+	// once.
+	defaultFrameBufferBytes  = 64 << 20
 	defaultUpstreamIdleConns = 1000
 	// defaultReadTimeout bounds the reading of a whole request, headers and
 	// body, on both listeners: a client that trickles its body in cannot
@@ -103,6 +112,9 @@ func createDefaultConfig() component.Config {
 			MaxRequestBody:        defaultProxyMaxBody,
 			MaxRequestHeaderBytes: defaultMaxHeaderBytes,
 			QueueSize:             defaultQueueSize,
+			QueueBytes:            defaultQueueBytes,
+			FrameBufferBytes:      defaultFrameBufferBytes,
+			ChunkEvents:           defaultChunkEvents(),
 
 			MaxAttributeValueLength: defaultProxyMaxValueLength,
 			MaxDecodedResponseBytes: defaultMaxDecodedResponseBytes,
@@ -119,8 +131,13 @@ func createDefaultConfig() component.Config {
 			MaxStartAge:             defaultMaxStartAge,
 			MaxClockSkew:            defaultMaxClockSkew,
 			MaxStreamDuration:       defaultMaxStreamDuration,
+			ChunkEvents:             defaultChunkEvents(),
 		}),
 	}
+}
+
+func defaultChunkEvents() ChunkEventsConfig {
+	return ChunkEventsConfig{MaxChunkEvents: figures.DefaultMaxChunkEvents, KeepGapsAbove: figures.DefaultKeepGapsAbove}
 }
 
 func createTraces(_ context.Context, set receiver.Settings, cfg component.Config, next consumer.Traces) (receiver.Traces, error) {

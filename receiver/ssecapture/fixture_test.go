@@ -111,7 +111,7 @@ func newFixture(t *testing.T, next consumer.Traces, opts ...fixtureOption) *fixt
 	return f
 }
 
-func startReceiver(t *testing.T, cfg *Config, next consumer.Traces, host component.Host, tel *componenttest.Telemetry) *sseCaptureReceiver {
+func startReceiver(t testing.TB, cfg *Config, next consumer.Traces, host component.Host, tel *componenttest.Telemetry) *sseCaptureReceiver {
 	t.Helper()
 	set := receivertest.NewNopSettings(metadata.Type)
 	if tel != nil {
@@ -283,7 +283,7 @@ func assertNoSecrets(t *testing.T, span ptrace.Span, completion string, secrets 
 	}
 }
 
-func newTestServer(t *testing.T, h http.Handler) string {
+func newTestServer(t testing.TB, h http.Handler) string {
 	t.Helper()
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)

@@ -75,7 +75,7 @@ func newReceiver(cfg *Config, set receiver.Settings, next consumer.Traces) (*sse
 func (r *sseCaptureReceiver) Start(ctx context.Context, host component.Host) error {
 	if r.cfg.Proxy.HasValue() {
 		pcfg := r.cfg.Proxy.Get()
-		r.queue = spanqueue.New(pcfg.QueueSize, formatProxy, r.next, r.obsProxy, r.telemetry)
+		r.queue = spanqueue.New(pcfg.QueueSize, pcfg.QueueBytes, formatProxy, r.next, r.obsProxy, r.telemetry)
 		p, err := r.newProxy(ctx, host, pcfg)
 		if err != nil {
 			return errors.Join(err, r.Shutdown(ctx))
@@ -102,6 +102,9 @@ func (r *sseCaptureReceiver) Start(ctx context.Context, host component.Host) err
 			MaxStartAge:  icfg.MaxStartAge,
 			MaxClockSkew: icfg.MaxClockSkew,
 			MaxDuration:  icfg.MaxStreamDuration,
+
+			MaxChunkEvents: icfg.ChunkEvents.MaxChunkEvents,
+			KeepGapsAbove:  icfg.ChunkEvents.KeepGapsAbove,
 		}, r.clock, r.next, r.obsIngest)
 		r.ingest = h
 		if err := r.serve(ctx, host, "ingest", icfg.ServerConfig, requestLimits{body: icfg.MaxRequestBody, headerBytes: icfg.MaxRequestHeaderBytes}, h,
@@ -144,6 +147,9 @@ func (r *sseCaptureReceiver) newProxy(ctx context.Context, host component.Host, 
 		MaxValueLength:          pcfg.MaxAttributeValueLength,
 		MaxDecodedResponseBytes: pcfg.MaxDecodedResponseBytes,
 		RecordKeepalives:        pcfg.RecordKeepalives,
+		MaxChunkEvents:          pcfg.ChunkEvents.MaxChunkEvents,
+		KeepGapsAbove:           pcfg.ChunkEvents.KeepGapsAbove,
+		FrameBufferBytes:        pcfg.FrameBufferBytes,
 		Clock:                   r.clock,
 		Logger:                  r.settings.Logger,
 		Telemetry:               r.telemetry,

@@ -32,20 +32,31 @@ type Event struct {
 	At   pcommon.Timestamp
 	// Kind is the llm.stream.chunk.kind value, of any type; nil for none.
 	Kind any
+	// Attrs are further event attributes (the elision counts).
+	Attrs map[string]any
 }
 
 // Want is what a reader must make of a span: Skip (implausible: no figure,
 // no sample, counted), or the figures of its chunk evidence. Durations are
 // nanoseconds.
 type Want struct {
-	Skip            bool
-	ChunkCount      int
-	HasTTFT         bool
-	TTFT            int64
-	Gaps            []int64
+	Skip       bool
+	ChunkCount int
+	HasTTFT    bool
+	TTFT       int64
+	Gaps       []int64
+	// ElidedGaps are the gaps across elided chunks, one run each.
+	ElidedGaps      []ElidedGaps
 	StallCount      int
 	StallTotal      int64
 	ReasoningChunks int
+}
+
+// ElidedGaps are the Count gaps around elided chunks, Sum nanoseconds
+// together.
+type ElidedGaps struct {
+	Sum   int64
+	Count int
 }
 
 // Generation is the wall clock from the first chunk to the last.
@@ -54,15 +65,29 @@ func (w Want) Generation() int64 {
 	for _, g := range w.Gaps {
 		sum += g
 	}
+	for _, g := range w.ElidedGaps {
+		sum += g.Sum
+	}
 	return sum
+}
+
+// GapCount is the number of gaps between chunks, elided ones included.
+func (w Want) GapCount() int {
+	n := len(w.Gaps)
+	for _, g := range w.ElidedGaps {
+		n += g.Count
+	}
+	return n
 }
 
 // Span is one hostile span.
 type Span struct {
 	Name       string
 	Start, End pcommon.Timestamp
-	Events     []Event
-	Want       Want
+	// Attrs are span attributes (what the receiver says of elided chunks).
+	Attrs  map[string]any
+	Events []Event
+	Want   Want
 }
 
 // CopyTo sets the times and appends the events of s to span.
@@ -70,12 +95,18 @@ func (s Span) CopyTo(span ptrace.Span) {
 	span.SetName(s.Name)
 	span.SetStartTimestamp(s.Start)
 	span.SetEndTimestamp(s.End)
+	for k, v := range s.Attrs {
+		_ = span.Attributes().PutEmpty(k).FromRaw(v)
+	}
 	for _, e := range s.Events {
 		ev := span.Events().AppendEmpty()
 		ev.SetName(e.Name)
 		ev.SetTimestamp(e.At)
 		if e.Kind != nil {
 			_ = ev.Attributes().PutEmpty(semconv.AttrChunkKind).FromRaw(e.Kind)
+		}
+		for k, v := range e.Attrs {
+			_ = ev.Attributes().PutEmpty(k).FromRaw(v)
 		}
 	}
 }
@@ -109,7 +140,7 @@ func Spans() []Span {
 	ms := int64(time.Millisecond)
 	hour := int64(MaxDuration)
 	inOrder := Want{ChunkCount: 4, HasTTFT: true, TTFT: 100 * ms, Gaps: millis(50, 50, 3000), StallCount: 1, StallTotal: 3000 * ms}
-	return []Span{
+	return append([]Span{
 		{Name: "in order", Start: Start, End: end, Events: chunks(100, 150, 200, 3200), Want: inOrder},
 		{Name: "unsorted", Start: Start, End: end, Events: chunks(3200, 100, 200, 150), Want: inOrder},
 		{
@@ -192,8 +223,68 @@ func Spans() []Span {
 			Want: Want{ChunkCount: 2, HasTTFT: true, TTFT: 100 * ms, Gaps: millis(100)},
 		},
 		manyChunks(),
+	}, elidedSpans()...)
+}
+
+// elided is a chunk event that follows n elided chunks, r of them
+// reasoning.
+func elided(ms, n, r int64, kind any) Event {
+	e := Event{Name: semconv.EventChunk, At: at(ms), Kind: kind, Attrs: map[string]any{semconv.AttrChunkElided: n}}
+	if r > 0 {
+		e.Attrs[semconv.AttrChunkElidedReasoning] = r
+	}
+	return e
+}
+
+// elidedSpans are spans whose receiver elided chunks (docs/contract.md
+// section 3): honest ones, whose figures count the elided chunks, and
+// malformed ones, which no receiver writes and every reader skips.
+func elidedSpans() []Span {
+	end := at(10_000)
+	ms := int64(time.Millisecond)
+	keep := func(gapMs float64) map[string]any {
+		return map[string]any{semconv.AttrChunkEventsElided: int64(58), semconv.AttrChunkEventsKeepGapsAboveMs: gapMs}
+	}
+	// 100, 49 elided, 600, 3600 (a stall of 3 s), 9 elided, 3700.
+	honest := func() []Event {
+		return []Event{chunk(100), elided(600, 49, 0, nil), chunk(3600), elided(3700, 9, 0, semconv.ChunkKindText)}
+	}
+	honestWant := Want{
+		ChunkCount: 62, HasTTFT: true, TTFT: 100 * ms, Gaps: millis(3000),
+		ElidedGaps: []ElidedGaps{{Sum: 500 * ms, Count: 50}, {Sum: 100 * ms, Count: 10}}, StallCount: 1, StallTotal: 3000 * ms,
+	}
+	spoiled := func(spoil func([]Event) []Event) []Event { return spoil(honest()) }
+	return []Span{
+		{Name: "elided chunks", Start: Start, End: end, Attrs: keep(2000), Events: honest(), Want: honestWant},
+		{Name: "elided chunks, unsorted", Start: Start, End: end, Attrs: keep(2000), Want: honestWant,
+			Events: spoiled(func(e []Event) []Event { return []Event{e[3], e[1], e[2], e[0]} })},
+		{
+			Name: "elided reasoning chunks", Start: Start, End: end, Attrs: keep(2000),
+			Events: []Event{
+				{Name: semconv.EventChunk, At: at(100), Kind: semconv.ChunkKindReasoning},
+				elided(300, 20, 20, semconv.ChunkKindReasoning),
+				{Name: semconv.EventChunk, At: at(400), Kind: semconv.ChunkKindText},
+				elided(900, 10, 3, nil),
+			},
+			Want: Want{
+				ChunkCount: 34, HasTTFT: true, TTFT: 100 * ms, Gaps: millis(100),
+				ElidedGaps: []ElidedGaps{{Sum: 200 * ms, Count: 21}, {Sum: 500 * ms, Count: 11}}, ReasoningChunks: 25,
+			},
+		},
+		{Name: "elided chunks without keep_gaps_above_ms", Start: Start, End: end, Events: honest(), Want: Want{Skip: true}},
+		{Name: "elided chunks, keep_gaps_above_ms a string", Start: Start, End: end, Attrs: map[string]any{semconv.AttrChunkEventsKeepGapsAboveMs: "2000"}, Events: honest(), Want: Want{Skip: true}},
+		{Name: "chunks elided before the first", Start: Start, End: end, Attrs: keep(2000), Want: Want{Skip: true},
+			Events: spoiled(func(e []Event) []Event { e[0] = elided(100, 3, 0, nil); return e })},
+		{Name: "a negative elided count", Start: Start, End: end, Attrs: keep(2000), Want: Want{Skip: true},
+			Events: spoiled(func(e []Event) []Event { e[3] = elided(3700, -9, 0, nil); return e })},
+		{Name: "an elided count past 2^40", Start: Start, End: end, Attrs: keep(2000), Want: Want{Skip: true},
+			Events: spoiled(func(e []Event) []Event { e[3] = elided(3700, 1<<50, 0, nil); return e })},
+		{Name: "reasoning elided before the first reasoning chunk", Start: Start, End: end, Attrs: keep(2000), Want: Want{Skip: true},
+			Events: spoiled(func(e []Event) []Event { e[3] = elided(3700, 9, 2, nil); return e })},
 	}
 }
+
+func chunk(ms int64) Event { return Event{Name: semconv.EventChunk, At: at(ms)} }
 
 // manyChunks is a span of 5000 chunks 2 ms apart.
 func manyChunks() Span {

@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/streamstall/streamstall/internal/figures"
 	"github.com/streamstall/streamstall/internal/semconv"
 	"github.com/streamstall/streamstall/receiver/ssecapture/internal/metadata"
 )
@@ -90,6 +91,12 @@ type Limits struct {
 	// MaxDuration bounds a stream: its end and every chunk time, from its
 	// start.
 	MaxDuration time.Duration
+	// MaxChunkEvents bounds the chunk events of a span: a record with more
+	// chunk times has the chunks the figures do not need elided
+	// (figures.Keeper), keeping both chunks of every gap above
+	// KeepGapsAbove. Zero is figures.DefaultMaxChunkEvents.
+	MaxChunkEvents int
+	KeepGapsAbove  time.Duration
 }
 
 // recordDecoder turns a request body of JSON records into spans, all or
@@ -133,6 +140,7 @@ type bodyDecoder struct {
 	spent     int64           // estimated bytes of the spans so far
 	budget    int64
 	values    int
+	keeper    *figures.Keeper // for records past MaxChunkEvents
 }
 
 // decode accepts one JSON record, an array of records, or a stream of
@@ -739,12 +747,42 @@ func (b *bodyDecoder) build(v validRecord) {
 	_ = span.Attributes().FromRaw(b.rec.attrs)
 	span.Attributes().PutStr(semconv.AttrCapture, semconv.CaptureIngest) // a record cannot set llm.stream.*
 	events := span.Events()
+	if maxEvents := b.maxChunkEvents(); len(v.chunks) > maxEvents {
+		b.elide(v.chunks, maxEvents, span)
+		return
+	}
 	events.EnsureCapacity(len(v.chunks))
 	for _, at := range v.chunks {
 		ev := events.AppendEmpty()
 		ev.SetName(semconv.EventChunk)
 		ev.SetTimestamp(pcommon.Timestamp(at))
 	}
+}
+
+func (b *bodyDecoder) maxChunkEvents() int {
+	if b.limits.MaxChunkEvents > 0 {
+		return b.limits.MaxChunkEvents
+	}
+	return figures.DefaultMaxChunkEvents
+}
+
+// elide writes the chunk events a keeper keeps of chunks, in time order
+// (a record may list them in any), and refunds the memory budget the
+// elided ones were charged.
+func (b *bodyDecoder) elide(chunks []int64, maxEvents int, span ptrace.Span) {
+	if b.keeper == nil {
+		b.keeper = figures.NewKeeper(maxEvents, b.limits.KeepGapsAbove)
+	}
+	k := b.keeper
+	k.Reset()
+	slices.Sort(chunks)
+	for _, at := range chunks {
+		// A record's chunks carry no kind: they are answer chunks.
+		k.Add(at, "")
+	}
+	k.AppendEvents(span.Events())
+	k.PutAttributes(span.Attributes())
+	b.spent -= costEvent * k.Elided()
 }
 
 // hexID decodes an optional hex id token into dst; absent, null and "" mean

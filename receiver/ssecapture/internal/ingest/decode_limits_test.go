@@ -8,9 +8,14 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/streamstall/streamstall/internal/figures"
+	"github.com/streamstall/streamstall/internal/semconv"
 )
 
 const limitStart = `"start_time_unix_nano": 1790000000000000000`
@@ -147,6 +152,8 @@ func TestDecodeStopsEarly(t *testing.T) {
 func TestDecodeMemoryBudget(t *testing.T) {
 	d := testDecoder(defaultMaxRecords, defaultMaxChunks)
 	d.limits.MaxBody = 1 << 20 // budget 8 MiB: about 87,000 chunk events
+	// Every chunk kept: elision would give the budget back.
+	d.limits.MaxChunkEvents = defaultMaxChunks
 	rec := append([]byte(`{"name":"a",`+limitStart+`,"chunk_offsets_ms":`), zeroArray(50000)...)
 	rec = append(rec, "}\n"...)
 	td, _, err := d.decodeBytes(bytes.Repeat(rec, 3))
@@ -191,4 +198,45 @@ func TestDecodeStopsWhenContextEnds(t *testing.T) {
 	assert.Zero(t, td.SpanCount())
 	assert.LessOrEqual(t, src.n, 0)
 	assert.Greater(t, src.n, -200<<10, "stopped soon after the context ended")
+}
+
+// TestDecodeElidesPastMaxChunkEvents: a record of 100,000 chunk offsets
+// (within every limit) becomes a span of at most max_chunk_events chunk
+// events that says how many it elided; its memory is charged for the kept
+// events only, so that records of this size fill a request as before.
+func TestDecodeElidesPastMaxChunkEvents(t *testing.T) {
+	d := testDecoder(defaultMaxRecords, defaultMaxChunks)
+	var offsets bytes.Buffer
+	offsets.WriteString(`{"name":"long",` + limitStart + `,"chunk_offsets_ms":[`)
+	for i := range 100_000 {
+		if i > 0 {
+			offsets.WriteByte(',')
+		}
+		ms := i
+		if i >= 50_000 {
+			ms += 4000 // one stall of 4 s after chunk 50,000
+		}
+		fmt.Fprintf(&offsets, "%d", ms)
+	}
+	offsets.WriteString("]}\n")
+	td, n, err := d.decodeBytes(bytes.Repeat(offsets.Bytes(), 10))
+	require.Nil(t, err)
+	require.Equal(t, 10, n)
+	span := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0)
+	assert.Equal(t, 4, span.Events().Len(), "the first and last chunks and both chunks of the stall")
+	elided, ok := span.Attributes().Get(semconv.AttrChunkEventsElided)
+	require.True(t, ok)
+	assert.Equal(t, int64(100_000-4), elided.Int())
+	keep, ok := span.Attributes().Get(semconv.AttrChunkEventsKeepGapsAboveMs)
+	require.True(t, ok)
+	assert.Equal(t, 2000.0, keep.Double())
+
+	var c figures.Chunks
+	require.NoError(t, figures.NewChunkReader(figures.DefaultChunkEventsConfig()).Read(span, &c))
+	f, _ := c.Derive(int64(2*time.Second), nil)
+	assert.Equal(t, 100_000, f.ChunkCount)
+	assert.Equal(t, 1, f.StallCount)
+	assert.Equal(t, int64(4001*time.Millisecond), f.StallTotal)
+	assert.Equal(t, []figures.Stall{{AfterChunk: 50_000, At: int64(span.StartTimestamp()) + int64(49_999*time.Millisecond), Duration: int64(4001 * time.Millisecond), Gaps: 1}}, f.Stalls)
+	assert.Less(t, (&ptrace.ProtoMarshaler{}).TracesSize(td)/10, 64<<10, "each span is a few KiB of OTLP, not megabytes")
 }

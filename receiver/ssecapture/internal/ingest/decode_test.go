@@ -47,6 +47,7 @@ func testDecoder(maxRecords, maxChunks int) *recordDecoder {
 		MaxRecords: maxRecords, MaxChunks: maxChunks,
 		MaxAttrs: defaultMaxAttrs, MaxValueLen: defaultMaxValueLength, MaxBody: defaultMaxBody,
 		MaxStartAge: defaultMaxStartAge, MaxClockSkew: defaultMaxClockSkew, MaxDuration: defaultMaxDuration,
+		MaxChunkEvents: figures.DefaultMaxChunkEvents, KeepGapsAbove: figures.DefaultKeepGapsAbove,
 	}, newID: rng.Uint64, now: func() time.Time { return testReceipt }}
 }
 
@@ -58,11 +59,16 @@ func (d *recordDecoder) decodeBytes(body []byte) (ptrace.Traces, int, *ingestErr
 // and compares them with the expected traces (regenerate with
 // UPDATE_GOLDEN=1 and review the diff).
 func TestDecodeGolden(t *testing.T) {
-	for _, name := range []string{"single.json", "array.json", "stream.ndjson"} {
+	for _, name := range []string{"single.json", "array.json", "stream.ndjson", "elided.json"} {
 		t.Run(name, func(t *testing.T) {
 			body, err := os.ReadFile(filepath.Join("testdata", name))
 			require.NoError(t, err)
-			td, n, ierr := testDecoder(100, 100).decodeBytes(body)
+			d := testDecoder(100, 100)
+			if name == "elided.json" {
+				// More chunks than this: the span shows elision.
+				d.limits.MaxChunkEvents, d.limits.KeepGapsAbove = 6, time.Second
+			}
+			td, n, ierr := d.decodeBytes(body)
 			require.Nil(t, ierr)
 			assert.Equal(t, td.SpanCount(), n)
 			expected := filepath.Join("testdata", strings.TrimSuffix(name, filepath.Ext(name))+"_expected.yaml")

@@ -62,13 +62,13 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	var err, errs error
 	builder.ReceiverSseCaptureChunksCaptured, err = builder.meter.Int64Counter(
 		"otelcol_receiver_sse_capture_chunks.captured",
-		metric.WithDescription("Number of content chunks the proxy recorded as chunk events [Development]"),
+		metric.WithDescription("Number of content chunks the proxy captured, elided ones included [Development]"),
 		metric.WithUnit("{chunk}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ReceiverSseCaptureSpansDropped, err = builder.meter.Int64Counter(
 		"otelcol_receiver_sse_capture_spans.dropped",
-		metric.WithDescription("Number of proxy spans lost because the span queue was full, the next consumer failed, or the receiver shut down first (attribute reason) [Development]"),
+		metric.WithDescription("Number of proxy spans lost because the span queue was full in spans (reason queue_full) or in bytes (queue_bytes), the next consumer failed, or the receiver shut down first (attribute reason) [Development]"),
 		metric.WithUnit("{span}"),
 	)
 	errs = errors.Join(errs, err)

@@ -24,7 +24,7 @@ func NewSettings(tt *componenttest.Telemetry) receiver.Settings {
 func AssertEqualReceiverSseCaptureChunksCaptured(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_receiver_sse_capture_chunks.captured",
-		Description: "Number of content chunks the proxy recorded as chunk events [Development]",
+		Description: "Number of content chunks the proxy captured, elided ones included [Development]",
 		Unit:        "{chunk}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
@@ -40,7 +40,7 @@ func AssertEqualReceiverSseCaptureChunksCaptured(t *testing.T, tt *componenttest
 func AssertEqualReceiverSseCaptureSpansDropped(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_receiver_sse_capture_spans.dropped",
-		Description: "Number of proxy spans lost because the span queue was full, the next consumer failed, or the receiver shut down first (attribute reason) [Development]",
+		Description: "Number of proxy spans lost because the span queue was full in spans (reason queue_full) or in bytes (queue_bytes), the next consumer failed, or the receiver shut down first (attribute reason) [Development]",
 		Unit:        "{span}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,

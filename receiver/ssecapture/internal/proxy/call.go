@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jonboulle/clockwork"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -19,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
+	"github.com/streamstall/streamstall/internal/figures"
 	"github.com/streamstall/streamstall/internal/llmstream"
 	"github.com/streamstall/streamstall/internal/semconv"
 	"github.com/streamstall/streamstall/internal/sse"
@@ -63,11 +65,17 @@ type frameEvent struct {
 // callDeps is what a call needs beyond its request: how its span is
 // shaped and where it goes. The proxy builds one, shared by every call.
 type callDeps struct {
-	clock         clockwork.Clock
-	logger        *zap.Logger
-	maxValueLen   int
-	maxDecoded    int64  // decoded bytes of a content-coded stream
-	keepalives    bool   // record non-content frames
+	clock       clockwork.Clock
+	logger      *zap.Logger
+	maxValueLen int
+	maxDecoded  int64 // decoded bytes of a content-coded stream
+	keepalives  bool  // record non-content frames
+	// maxEvents bounds the chunk events of a span, and its keepalive
+	// events apart; keepGapsAbove is the keeper's gap (figures.Keeper).
+	maxEvents     int
+	keepGapsAbove time.Duration
+	// frameBudget bounds the SSE frame buffers of every stream together.
+	frameBudget   *sse.SharedBudget
 	provider      string // configured; empty infers it from the request path
 	service       string // service.name of every span's resource
 	serverAddress string
@@ -95,14 +103,16 @@ type call struct {
 	status    int
 	streaming bool
 	meta      llmstream.Meta
-	chunks    []frameEvent
-	frames    []frameEvent // non-content frames, kept with record_keepalives
-	terminal  bool         // a done or error frame, or a whole JSON body, arrived
-	eof       bool
-	readErr   error
-	errType   string
-	parseErr  error
-	oversized int64 // stream frames skipped for their size
+	chunks    *figures.Keeper // nil until the first content frame
+	frames    []frameEvent    // non-content frames, kept with record_keepalives
+	// framesDropped counts the non-content frames past maxEvents.
+	framesDropped int64
+	terminal      bool // a done or error frame, or a whole JSON body, arrived
+	eof           bool
+	readErr       error
+	errType       string
+	parseErr      error
+	oversized     int64 // stream frames skipped for their size
 	// captureErr says why the frames could not be read (all of them):
 	// llm.stream.capture_error.
 	captureErr string
@@ -203,7 +213,13 @@ func (c *call) response(resp *http.Response) {
 	if framing, ok := llmstream.StreamFraming(c.shape, c.req.Stream, resp.StatusCode, mediaType); ok {
 		c.streaming = true
 		b := &streamTee{rc: resp.Body, c: c}
-		b.parser = sse.NewSplitter(framing, 0, b.onEvent)
+		parser := sse.NewSplitter(framing, 0, b.onEvent)
+		if p, ok := parser.(*sse.Parser); ok && c.d.frameBudget != nil {
+			// SSE frames draw on the receiver's frame budget; NDJSON lines and
+			// array elements are bounded per stream by the parser's own cap.
+			p.Budget = c.d.frameBudget
+		}
+		b.parser = parser
 		b.coded(coding, decodable)
 		resp.Body = b
 		return
@@ -248,7 +264,10 @@ func (c *call) onFrame(f *llmstream.Frame, at int64) {
 	c.merge(&f.Meta)
 	switch f.Kind {
 	case llmstream.KindContent:
-		c.chunks = append(c.chunks, frameEvent{at: at, kind: f.ChunkKind})
+		if c.chunks == nil {
+			c.chunks = figures.NewKeeper(c.maxEvents(), c.d.keepGapsAbove)
+		}
+		c.chunks.Add(at, f.ChunkKind)
 		return
 	case llmstream.KindDone:
 		c.terminal = true
@@ -259,8 +278,19 @@ func (c *call) onFrame(f *llmstream.Frame, at int64) {
 		}
 	}
 	if c.d.keepalives {
+		if len(c.frames) >= c.maxEvents() {
+			c.framesDropped++
+			return
+		}
 		c.frames = append(c.frames, frameEvent{at: at, kind: f.Kind.String()})
 	}
+}
+
+func (c *call) maxEvents() int {
+	if c.d.maxEvents > 0 {
+		return c.d.maxEvents
+	}
+	return figures.DefaultMaxChunkEvents
 }
 
 // outcome settles error.type: a complete response is fine, one the client
@@ -308,8 +338,8 @@ func (c *call) finish() {
 		c.d.logger.Debug("stream frames not understood", zap.Error(c.parseErr))
 	}
 	c.d.telemetry.ReceiverSseCaptureStreamsCaptured.Add(context.Background(), 1)
-	if len(c.chunks) > 0 {
-		c.d.telemetry.ReceiverSseCaptureChunksCaptured.Add(context.Background(), int64(len(c.chunks)))
+	if c.chunks != nil {
+		c.d.telemetry.ReceiverSseCaptureChunksCaptured.Add(context.Background(), c.chunks.Total())
 	}
 	c.d.emit(td)
 }
@@ -371,6 +401,12 @@ func (c *call) fillSpan(span ptrace.Span, end int64) {
 	if c.captureErr != "" {
 		attrs.PutStr(semconv.AttrCaptureError, c.captureErr)
 	}
+	if c.chunks != nil {
+		c.chunks.PutAttributes(attrs)
+	}
+	if c.framesDropped > 0 {
+		attrs.PutInt(semconv.AttrKeepaliveEventsDropped, c.framesDropped)
+	}
 	c.hedge.Range(func(k string, v pcommon.Value) bool {
 		v.CopyTo(attrs.PutEmpty(k))
 		return true
@@ -382,12 +418,9 @@ func (c *call) fillSpan(span ptrace.Span, end int64) {
 	}
 
 	events := span.Events()
-	events.EnsureCapacity(len(c.chunks) + len(c.frames))
-	for _, ch := range c.chunks {
-		ev := events.AppendEmpty()
-		ev.SetName(semconv.EventChunk)
-		ev.SetTimestamp(pcommon.Timestamp(ch.at))
-		ev.Attributes().PutStr(semconv.AttrChunkKind, ch.kind)
+	if c.chunks != nil {
+		events.EnsureCapacity(len(c.chunks.Chunks()) + len(c.frames))
+		c.chunks.AppendEvents(events)
 	}
 	for _, fr := range c.frames {
 		ev := events.AppendEmpty()

@@ -28,6 +28,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/streamstall/streamstall/internal/llmstream"
+	"github.com/streamstall/streamstall/internal/sse"
 	"github.com/streamstall/streamstall/receiver/ssecapture/internal/metadata"
 )
 
@@ -58,6 +59,15 @@ type Settings struct {
 	MaxDecodedResponseBytes int64
 	// RecordKeepalives records non-content frames as events.
 	RecordKeepalives bool
+	// MaxChunkEvents bounds the chunk events of a span (and its keepalive
+	// events apart); past it chunks are elided (figures.Keeper) with
+	// KeepGapsAbove. Zero is figures.DefaultMaxChunkEvents.
+	MaxChunkEvents int
+	KeepGapsAbove  time.Duration
+	// FrameBufferBytes bounds the bytes the streams together buffer for
+	// unfinished SSE frames, past a free 64 KiB a buffer (sse.Parser's
+	// Budget); zero leaves them bounded per stream only.
+	FrameBufferBytes int64
 
 	Clock     clockwork.Clock
 	Logger    *zap.Logger
@@ -105,6 +115,9 @@ func New(set Settings) (*Proxy, error) {
 		maxValueLen:   set.MaxValueLength,
 		maxDecoded:    cmp.Or(set.MaxDecodedResponseBytes, DefaultMaxDecodedResponseBytes),
 		keepalives:    set.RecordKeepalives,
+		maxEvents:     set.MaxChunkEvents,
+		keepGapsAbove: set.KeepGapsAbove,
+		frameBudget:   frameBudget(set.FrameBufferBytes),
 		provider:      set.Provider,
 		service:       set.Service,
 		serverAddress: serverAddress,
@@ -130,6 +143,13 @@ func New(set Settings) (*Proxy, error) {
 	return p, nil
 }
 
+func frameBudget(n int64) *sse.SharedBudget {
+	if n <= 0 {
+		return nil
+	}
+	return sse.NewSharedBudget(n)
+}
+
 func serverAddressPort(u *url.URL) (string, int64) {
 	port, err := strconv.ParseInt(u.Port(), 10, 64)
 	if err != nil {
@@ -139,6 +159,14 @@ func serverAddressPort(u *url.URL) (string, int64) {
 		}
 	}
 	return u.Hostname(), port
+}
+
+// FrameBufferBytes is what the streams hold of the frame budget now.
+func (p *Proxy) FrameBufferBytes() int64 {
+	if p.calls.frameBudget == nil {
+		return 0
+	}
+	return p.calls.frameBudget.Used()
 }
 
 // Wait blocks until every request being proxied has finished.

@@ -71,6 +71,11 @@ func (b *streamTee) Close() error {
 	if b.c.eof {
 		b.parser.Flush()
 	}
+	// An unfinished frame is discarded: its buffer goes back to the
+	// receiver's frame budget.
+	if p, ok := b.parser.(*sse.Parser); ok {
+		p.Reset()
+	}
 	return b.rc.Close()
 }
 

@@ -101,8 +101,8 @@ func TestTeeStampsEachFrameWithItsRead(t *testing.T) {
 
 	ms := func(d time.Duration) int64 { return scriptStart.Add(d).UnixNano() }
 	var at []int64
-	for _, ch := range c.chunks {
-		at = append(at, ch.at)
+	for _, ch := range c.chunks.Chunks() {
+		at = append(at, ch.At)
 	}
 	assert.Equal(t, []int64{
 		ms(10 * time.Millisecond),
@@ -161,9 +161,9 @@ func TestTeeStampsAcrossBatches(t *testing.T) {
 	}
 	require.NoError(t, tee.Close())
 	assert.Equal(t, want, got.String())
-	require.Len(t, c.chunks, frames)
-	for i, ch := range c.chunks {
-		assert.Equal(t, scriptStart.Add(wantAt[i]).UnixNano(), ch.at, "frame %d", i)
+	require.Len(t, c.chunks.Chunks(), frames)
+	for i, ch := range c.chunks.Chunks() {
+		assert.Equal(t, scriptStart.Add(wantAt[i]).UnixNano(), ch.At, "frame %d", i)
 	}
 	assert.Empty(t, tee.batch, "everything parsed at close")
 	assert.NoError(t, c.parseErr)
@@ -189,9 +189,9 @@ func TestTeeStampsNativeFramings(t *testing.T) {
 	require.NoError(t, tee.Close())
 	assert.Equal(t, want, string(got))
 	c := tee.c
-	require.Len(t, c.chunks, 3)
+	require.Len(t, keptChunks(c), 3)
 	assert.Equal(t, []int64{ms(10 * time.Millisecond), ms(2015 * time.Millisecond), ms(2015 * time.Millisecond)},
-		[]int64{c.chunks[0].at, c.chunks[1].at, c.chunks[2].at})
+		[]int64{keptChunks(c)[0].At, keptChunks(c)[1].At, keptChunks(c)[2].At})
 	assert.True(t, c.terminal, "the done line without its line feed was read at the end")
 	assert.Equal(t, int64(4000000), c.meta.Server.Eval)
 	assert.Equal(t, []string{"stop"}, c.meta.FinishReasons)
@@ -210,8 +210,8 @@ func TestTeeStampsNativeFramings(t *testing.T) {
 	require.NoError(t, tee.Close())
 	assert.Equal(t, want, string(got))
 	c = tee.c
-	require.Len(t, c.chunks, 2)
-	assert.Equal(t, []int64{ms(10 * time.Millisecond), ms(3014 * time.Millisecond)}, []int64{c.chunks[0].at, c.chunks[1].at})
+	require.Len(t, keptChunks(c), 2)
+	assert.Equal(t, []int64{ms(10 * time.Millisecond), ms(3014 * time.Millisecond)}, []int64{keptChunks(c)[0].At, keptChunks(c)[1].At})
 	assert.Equal(t, []string{"STOP"}, c.meta.FinishReasons)
 	assert.Equal(t, int64(2), c.meta.OutputTokens)
 	assert.NoError(t, c.parseErr)

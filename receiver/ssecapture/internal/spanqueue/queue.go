@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -21,24 +22,33 @@ import (
 // otelcol_receiver_sse_capture_spans.dropped.
 const (
 	dropQueueFull     = "queue_full"
+	dropQueueBytes    = "queue_bytes"
 	dropConsumerError = "consumer_error"
 	dropShutdown      = "shutdown"
 )
 
 var (
-	errQueueFull = errors.New("span queue is full")
-	errShutdown  = errors.New("receiver is shutting down")
+	errQueueFull  = errors.New("span queue is full")
+	errQueueBytes = errors.New("span queue holds its byte budget")
+	errShutdown   = errors.New("receiver is shutting down")
 )
 
 // Queue hands spans to the next consumer from one background goroutine:
-// Push never blocks, and what cannot be delivered is counted.
+// Push never blocks, and what cannot be delivered is counted. It is bounded
+// twice: in spans (its channel's size) and in bytes, the OTLP size of the
+// spans queued or being delivered, so that a queue of long streams cannot
+// hold more memory than its byte budget says.
 type Queue struct {
 	format    string // the format reported through obsrecv
 	next      consumer.Traces
 	obsrecv   *receiverhelper.ObsReport
 	telemetry *metadata.TelemetryBuilder
 
-	items   chan ptrace.Traces
+	maxBytes int64
+	bytes    atomic.Int64 // OTLP bytes of the spans held
+	sizer    ptrace.ProtoMarshaler
+
+	items   chan item
 	ctx     context.Context // the drainer's own context, cancelled by Shutdown
 	cancel  context.CancelFunc
 	closing chan struct{}
@@ -48,13 +58,19 @@ type Queue struct {
 	closed bool
 }
 
-// New starts a queue of size spans in front of next; its drainer runs until
-// Shutdown. format is what obsrecv reports the spans as.
-func New(size int, format string, next consumer.Traces, obsrecv *receiverhelper.ObsReport, tb *metadata.TelemetryBuilder) *Queue {
+type item struct {
+	td    ptrace.Traces
+	bytes int64
+}
+
+// New starts a queue of size spans and maxBytes OTLP bytes in front of
+// next; its drainer runs until Shutdown. format is what obsrecv reports the
+// spans as.
+func New(size int, maxBytes int64, format string, next consumer.Traces, obsrecv *receiverhelper.ObsReport, tb *metadata.TelemetryBuilder) *Queue {
 	ctx, cancel := context.WithCancel(context.Background())
 	q := &Queue{
-		format: format, next: next, obsrecv: obsrecv, telemetry: tb,
-		items: make(chan ptrace.Traces, size), ctx: ctx, cancel: cancel,
+		format: format, next: next, obsrecv: obsrecv, telemetry: tb, maxBytes: maxBytes,
+		items: make(chan item, size), ctx: ctx, cancel: cancel,
 		closing: make(chan struct{}), done: make(chan struct{}),
 	}
 	go q.drain()
@@ -69,29 +85,40 @@ func (q *Queue) Push(td ptrace.Traces) {
 		q.drop(td, dropShutdown, errShutdown)
 		return
 	}
+	n := int64(q.sizer.TracesSize(td))
+	if q.bytes.Add(n) > q.maxBytes {
+		q.bytes.Add(-n)
+		q.drop(td, dropQueueBytes, errQueueBytes)
+		return
+	}
 	select {
-	case q.items <- td:
+	case q.items <- item{td: td, bytes: n}:
 	default:
+		q.bytes.Add(-n)
 		q.drop(td, dropQueueFull, errQueueFull)
 	}
 }
+
+// Bytes is the OTLP size of the spans queued or being delivered.
+func (q *Queue) Bytes() int64 { return q.bytes.Load() }
 
 func (q *Queue) drain() {
 	defer close(q.done)
 	for {
 		select {
-		case td := <-q.items:
-			q.consume(td)
+		case it := <-q.items:
+			q.consume(it)
 		case <-q.closing:
 			// Deliver what is queued while Shutdown allows it; once its
 			// context is cancelled, count the rest as lost.
 			for {
 				select {
-				case td := <-q.items:
+				case it := <-q.items:
 					if q.ctx.Err() != nil {
-						q.drop(td, dropShutdown, errShutdown)
+						q.drop(it.td, dropShutdown, errShutdown)
+						q.bytes.Add(-it.bytes)
 					} else {
-						q.consume(td)
+						q.consume(it)
 					}
 				default:
 					return
@@ -101,10 +128,14 @@ func (q *Queue) drain() {
 	}
 }
 
-func (q *Queue) consume(td ptrace.Traces) {
+func (q *Queue) consume(it item) {
+	// The spans are held until the next consumer returns: a synchronous
+	// pipeline works on them until then.
+	defer q.bytes.Add(-it.bytes)
 	// Counted before it is handed on: from then on td is the next
 	// consumer's (batch moves its spans out; others keep it and read it
 	// from other goroutines).
+	td := it.td
 	n := td.SpanCount()
 	ctx := q.obsrecv.StartTracesOp(q.ctx)
 	err := q.next.ConsumeTraces(ctx, td)

@@ -3,6 +3,7 @@ package spanqueue
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,6 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/receiver/receiverhelper"
 	"go.opentelemetry.io/collector/receiver/receivertest"
@@ -69,7 +72,7 @@ func TestCountedBeforeHandedOn(t *testing.T) {
 			tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
 			require.NoError(t, err)
 			sink := &takingsink.Sink{Async: tt.async, Err: tt.err}
-			q := New(100, "sse", sink, obs, tb)
+			q := New(100, 1<<30, "sse", sink, obs, tb)
 			sent := 0
 			for i := range 50 {
 				q.Push(tracesOf(1 + i%3))
@@ -94,4 +97,87 @@ func TestCountedBeforeHandedOn(t *testing.T) {
 			}
 		})
 	}
+}
+
+// blockingSink holds every ConsumeTraces call until release is closed, as a
+// black-holed exporter does.
+type blockingSink struct {
+	release chan struct{}
+	mu      sync.Mutex
+	spans   int
+}
+
+func (s *blockingSink) Capabilities() consumer.Capabilities { return consumer.Capabilities{} }
+
+func (s *blockingSink) ConsumeTraces(_ context.Context, td ptrace.Traces) error {
+	<-s.release
+	s.mu.Lock()
+	s.spans += td.SpanCount()
+	s.mu.Unlock()
+	return nil
+}
+
+// droppedBy returns the dropped-spans counter of one reason.
+func droppedBy(t *testing.T, tel *componenttest.Telemetry, reason string) int64 {
+	t.Helper()
+	m, err := tel.GetMetric("otelcol_receiver_sse_capture_spans.dropped")
+	if err != nil {
+		return 0
+	}
+	var total int64
+	for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+		if v, ok := dp.Attributes.Value("reason"); ok && v.AsString() == reason {
+			total += dp.Value
+		}
+	}
+	return total
+}
+
+// bigTraces is one span with events: about 40 KiB of OTLP.
+func bigTraces() ptrace.Traces {
+	td := tracesOf(1)
+	span := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0)
+	for i := range 1000 {
+		ev := span.Events().AppendEmpty()
+		ev.SetName("gen_ai.content.completion.chunk")
+		ev.SetTimestamp(pcommon.Timestamp(1_767_225_600_000_000_000 + i))
+	}
+	return td
+}
+
+// TestQueueBoundedInBytes: with the next consumer stuck, the queue holds at
+// most its byte budget (the span being delivered included); the spans past
+// it are dropped and counted as queue_bytes, however few spans that is.
+func TestQueueBoundedInBytes(t *testing.T) {
+	tel := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+	set := receivertest.NewNopSettings(metadata.Type)
+	set.TelemetrySettings = tel.NewTelemetrySettings()
+	obs, err := receiverhelper.NewObsReport(receiverhelper.ObsReportSettings{
+		ReceiverID: component.NewID(metadata.Type), Transport: "http", ReceiverCreateSettings: set,
+	})
+	require.NoError(t, err)
+	tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
+	require.NoError(t, err)
+
+	size := int64((&ptrace.ProtoMarshaler{}).TracesSize(bigTraces()))
+	budget := 10*size + size/2
+	sink := &blockingSink{release: make(chan struct{})}
+	q := New(1000, budget, "sse", sink, obs, tb)
+	for range 50 {
+		q.Push(bigTraces())
+		require.LessOrEqual(t, q.Bytes(), budget)
+	}
+	assert.Equal(t, 10*size, q.Bytes(), "ten spans fit the budget")
+	assert.Equal(t, int64(40), droppedBy(t, tel, dropQueueBytes))
+	assert.Zero(t, droppedBy(t, tel, dropQueueFull))
+
+	close(sink.release)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, q.Shutdown(ctx))
+	assert.Equal(t, 10, sink.spans)
+	assert.Zero(t, q.Bytes(), "delivered spans give their bytes back")
+	assert.Equal(t, int64(10), sumOf(t, tel, "otelcol_receiver_accepted_spans"))
+	assert.Equal(t, int64(40), sumOf(t, tel, "otelcol_receiver_refused_spans"))
 }
