@@ -93,6 +93,7 @@ func createDefaultConfig() component.Config {
 
 			MaxAttributeValueLength: defaultProxyMaxValueLength,
 			ShutdownTimeout:         defaultShutdownTimeout,
+			Guard:                   configoptional.Default(defaultGuardConfig()),
 		}),
 		Ingest: configoptional.Default(IngestConfig{
 			ServerConfig:            ingest,
