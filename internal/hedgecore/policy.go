@@ -226,5 +226,9 @@ func (p *Policy) StallDeadline(last int64, answered bool) int64 {
 	return 0
 }
 
+// TTFTTimeout returns the TTFT timeout of an attempt in nanoseconds, 0 when
+// off.
+func (p *Policy) TTFTTimeout() int64 { return p.ttftTimeout }
+
 // Budget returns the bucket the policy draws on, nil for none.
 func (p *Policy) Budget() *Budget { return p.budget }

@@ -42,6 +42,11 @@ const (
 	AttrCapture   = "llm.stream.capture"
 	CaptureProxy  = "proxy"
 	CaptureIngest = "ingest"
+
+	// AttrStallTimeoutMs is the stall timeout (double, ms) the proxy's
+	// guard watched a committed stream with: the configured one, or the
+	// learned one of stall_timeout: auto. It is not a figure.
+	AttrStallTimeoutMs = "llm.stream.stall_timeout_ms"
 )
 
 // DefaultChunkEventNames are the chunk event names recognised by default.

@@ -100,6 +100,7 @@ type call struct {
 	errType   string
 	parseErr  error
 	oversized int64 // SSE events skipped for their size
+	guard     *guardCall // set on a guarded call
 }
 
 func newCall(d *callDeps, r *http.Request, shape llmstream.Shape, body []byte) *call {
@@ -197,6 +198,9 @@ func (c *call) response(resp *http.Response) {
 		b := &sseTee{rc: resp.Body, c: c}
 		b.parser.Handler = b.onEvent
 		resp.Body = b
+		if c.guard != nil {
+			c.guard.watch(b)
+		}
 		return
 	}
 	resp.Body = &jsonTee{rc: resp.Body, c: c}
@@ -237,6 +241,9 @@ func (c *call) onFrame(f *llmstream.Frame, at int64) {
 	switch f.Kind {
 	case llmstream.KindContent:
 		c.chunks = append(c.chunks, frameEvent{at: at, kind: f.ChunkKind})
+		if c.guard != nil {
+			c.guard.content(at, f.ChunkKind)
+		}
 		return
 	case llmstream.KindDone:
 		c.terminal = true
@@ -279,6 +286,9 @@ func (c *call) outcome() string {
 
 // finish turns the call into a span and queues it.
 func (c *call) finish() {
+	if c.guard != nil {
+		c.settleGuard()
+	}
 	end := c.d.clock.Now().UnixNano()
 	td := ptrace.NewTraces()
 	rs := td.ResourceSpans().AppendEmpty()
@@ -342,8 +352,9 @@ func (c *call) fillSpan(span ptrace.Span, end int64) {
 	if c.meta.HasOutputTokens {
 		attrs.PutInt(semconv.AttrUsageOutputTokens, c.meta.OutputTokens)
 	}
-	attrs.PutStr(semconv.AttrServerAddress, c.d.serverAddress)
-	attrs.PutInt(semconv.AttrServerPort, c.d.serverPort)
+	serverAddress, serverPort := c.serverAddressPort()
+	attrs.PutStr(semconv.AttrServerAddress, serverAddress)
+	attrs.PutInt(semconv.AttrServerPort, serverPort)
 	if c.status != 0 {
 		attrs.PutInt(semconv.AttrHTTPStatusCode, int64(c.status))
 	}

@@ -27,6 +27,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/streamstall/streamstall/internal/llmstream"
+	"github.com/streamstall/streamstall/receiver/ssecapture/internal/guard"
 	"github.com/streamstall/streamstall/receiver/ssecapture/internal/metadata"
 )
 
@@ -54,6 +55,8 @@ type Settings struct {
 	MaxValueLength int
 	// RecordKeepalives records non-content frames as events.
 	RecordKeepalives bool
+	// Guard, when set, guards streaming calls (see package guard).
+	Guard *guard.Guard
 
 	Clock     clockwork.Clock
 	Logger    *zap.Logger
@@ -72,6 +75,7 @@ type Proxy struct {
 	authHeader     string
 	maxRequestBody int64
 	calls          *callDeps
+	guard          *guard.Guard
 	logger         *zap.Logger
 	rp             *httputil.ReverseProxy
 	inflight       sync.WaitGroup
@@ -91,6 +95,7 @@ func New(set Settings) (*Proxy, error) {
 		prefix:         path.Clean("/" + set.Upstream.Path),
 		authHeader:     set.AuthHeader,
 		maxRequestBody: set.MaxRequestBody,
+		guard:          set.Guard,
 		logger:         set.Logger,
 	}
 	p.stopCtx, p.stop = context.WithCancel(context.Background())
@@ -113,9 +118,13 @@ func New(set Settings) (*Proxy, error) {
 		p.stop()
 		return nil, err
 	}
+	var transport http.RoundTripper = &headerTimeout{next: set.Transport, timeout: set.HeaderTimeout}
+	if set.Guard != nil {
+		transport = &guardTransport{next: transport}
+	}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:        p.rewrite,
-		Transport:      &headerTimeout{next: set.Transport, timeout: set.HeaderTimeout},
+		Transport:      transport,
 		FlushInterval:  -1, // write every read through at once: SSE must not wait in a buffer
 		ModifyResponse: p.modifyResponse,
 		ErrorHandler:   p.errorHandler,
@@ -194,6 +203,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	c := newCall(p.calls, r, shape, body)
+	if p.guard != nil && c.req.Stream {
+		c.startGuard(p.guard, r, body)
+	}
 	defer c.finish() // also when ReverseProxy aborts the handler with http.ErrAbortHandler
 	ctx = context.WithValue(r.Context(), callKey{}, c)
 	p.rp.ServeHTTP(w, r.WithContext(c.outgoingContext(ctx)))

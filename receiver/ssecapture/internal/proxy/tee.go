@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"io"
+	"sync"
 
 	"github.com/streamstall/streamstall/internal/llmstream"
 	"github.com/streamstall/streamstall/internal/sse"
@@ -26,6 +27,9 @@ type sseTee struct {
 	batch  []byte     // the bytes of the reads not parsed yet, back to back
 	reads  []readMark // where each of those reads ends in batch, and when it arrived
 	at     int64      // arrival of the read being parsed
+	// mu, set on a guarded call, guards the batch and the parse: the
+	// guard's watchdog parses what is pending from its own goroutine.
+	mu *sync.Mutex
 }
 
 type readMark struct {
@@ -43,12 +47,16 @@ const (
 
 func (b *sseTee) Read(p []byte) (int, error) {
 	if len(b.reads) >= parseBatchReads || len(b.batch) >= parseBatchBytes {
+		b.lock()
 		b.parseBatch()
+		b.unlock()
 	}
 	n, err := b.rc.Read(p)
 	if n > 0 {
+		b.lock()
 		b.batch = append(b.batch, p[:n]...)
 		b.reads = append(b.reads, readMark{end: len(b.batch), at: b.c.d.clock.Now().UnixNano()})
+		b.unlock()
 	}
 	switch {
 	case err == io.EOF:
@@ -60,8 +68,22 @@ func (b *sseTee) Read(p []byte) (int, error) {
 }
 
 func (b *sseTee) Close() error {
+	b.lock()
 	b.parseBatch()
+	b.unlock()
 	return b.rc.Close()
+}
+
+func (b *sseTee) lock() {
+	if b.mu != nil {
+		b.mu.Lock()
+	}
+}
+
+func (b *sseTee) unlock() {
+	if b.mu != nil {
+		b.mu.Unlock()
+	}
 }
 
 // parseBatch parses the reads gathered so far. An event over the parser's
