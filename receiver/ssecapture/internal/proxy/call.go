@@ -99,7 +99,7 @@ type call struct {
 	readErr   error
 	errType   string
 	parseErr  error
-	oversized int64 // SSE events skipped for their size
+	oversized int64      // SSE events skipped for their size
 	guard     *guardCall // set on a guarded call
 }
 
