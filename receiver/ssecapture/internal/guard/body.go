@@ -158,7 +158,15 @@ func (b *committedBody) arm(last int64, answered bool) bool {
 		return false
 	}
 	b.lastTimeout.Store(d - last)
-	wait := max(time.Duration(d-b.s.now()), 0)
+	now := b.s.now()
+	wake := d
+	if t := int64(b.s.pol.StallTimeout(true)); !answered && t > 0 && now+t < wake {
+		// While only reasoning has come, the deadline shortens the moment an
+		// answer chunk arrives; looking every stall_timeout catches that in
+		// time without a word from the stream.
+		wake = now + t
+	}
+	wait := max(time.Duration(wake-now), 0)
 	if b.timer == nil {
 		b.timer = b.s.clock.AfterFunc(wait, b.fire)
 	} else {
