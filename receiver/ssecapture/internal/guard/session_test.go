@@ -42,7 +42,9 @@ type upstreamCall struct {
 // request's context is done.
 type scripted struct{ calls chan *upstreamCall }
 
-func newScripted() *scripted { return &scripted{calls: make(chan *upstreamCall, hedgecore.MaxAttempts)} }
+func newScripted() *scripted {
+	return &scripted{calls: make(chan *upstreamCall, hedgecore.MaxAttempts)}
+}
 
 func (s *scripted) RoundTrip(req *http.Request) (*http.Response, error) {
 	uc := &upstreamCall{req: req, resp: make(chan *http.Response, 1), err: make(chan error, 1)}
@@ -508,7 +510,7 @@ func TestShutdownEndsTheStreamWithTheFrame(t *testing.T) {
 	s, out, cancel := h.call(t)
 	p := h.primary.next(t)
 	p.stream(roleFrame, textFrame[:20]) // cut in the middle of a frame
-	p.write(textFrame[20:]+textFrame[:10])
+	p.write(textFrame[20:] + textFrame[:10])
 	r := wait(t, out)
 	require.NoError(t, r.err)
 	readN(t, r.resp.Body, len(roleFrame+textFrame)+10)
