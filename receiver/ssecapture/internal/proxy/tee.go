@@ -46,11 +46,11 @@ const (
 )
 
 func (b *sseTee) Read(p []byte) (int, error) {
+	b.lock()
 	if len(b.reads) >= parseBatchReads || len(b.batch) >= parseBatchBytes {
-		b.lock()
 		b.parseBatch()
-		b.unlock()
 	}
+	b.unlock()
 	n, err := b.rc.Read(p)
 	if n > 0 {
 		b.lock()
