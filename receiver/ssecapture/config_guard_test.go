@@ -132,3 +132,21 @@ func TestAutoDuration(t *testing.T) {
 	assert.Equal(t, "1m30s", d.String())
 	require.Error(t, d.UnmarshalText([]byte("")))
 }
+
+// TestExampleProxyGuard: the guard example's receiver section is valid and
+// says what its comments say.
+func TestExampleProxyGuard(t *testing.T) {
+	t.Setenv("BACKUP_OPENAI_KEY", "sk-backup")
+	cm, err := confmaptest.LoadConf(filepath.Join("..", "..", "examples", "proxy-guard.yaml"))
+	require.NoError(t, err)
+	sub, err := cm.Sub("receivers::sse_capture")
+	require.NoError(t, err)
+	cfg := NewFactory().CreateDefaultConfig()
+	require.NoError(t, sub.Unmarshal(cfg))
+	require.NoError(t, confmap.Validate(cfg))
+	g := cfg.(*Config).Proxy.Get().Guard.Get()
+	assert.True(t, g.Hedge.Delay.Auto())
+	require.Len(t, g.Hedge.Alternates, 1)
+	require.Len(t, g.Models, 2)
+	assert.True(t, g.Models[0].over(g.rule()).ReasoningStallTimeout.Auto())
+}
