@@ -247,7 +247,7 @@ func (s *Session) handle(e event) {
 	case evFailed:
 		s.live[i].end, s.live[i].failed = e.at, true
 		s.race.Fail(i, e.at, e.class, e.err)
-		if rd.resp != nil && !(s.race.Done() && s.race.ErrFrom() == i) {
+		if rd.resp != nil && (!s.race.Done() || s.race.ErrFrom() != i) {
 			// Another attempt goes on: this failure is not passed on,
 			// and its connection is not kept for the length of the call.
 			_ = rd.resp.Body.Close()

@@ -92,7 +92,7 @@ func (uc *upstreamCall) stream(frames ...string) {
 			select {
 			case f, ok := <-uc.q:
 				if !ok {
-					pw.Close()
+					_ = pw.Close()
 					return
 				}
 				if _, err := pw.Write([]byte(f)); err != nil {
@@ -532,7 +532,7 @@ func TestClientGoneBeforeCommit(t *testing.T) {
 	cancel()
 	r := wait(t, out)
 	require.ErrorIs(t, r.err, context.Canceled)
-	p.cancelled(t)
+	assert.ErrorIs(t, p.cancelled(t), context.Canceled, "the attempt ends with the client")
 	assert.Empty(t, s.Finish())
 }
 
