@@ -32,6 +32,22 @@ type Config struct {
 	StallTimeout time.Duration
 	StallAfter   time.Duration
 	Continuation bool
+
+	// NoTTFTHedge starts no attempt on the hedge delay: attempts after the
+	// first start only on failures (the proxy guard without hedge.delay).
+	NoTTFTHedge bool
+	// TTFTTimeout gives up an attempt that has delivered no content this
+	// long after it started: it fails (the next attempt starts at once if
+	// the budget allows), and when it was the last one the call ends with
+	// ErrTTFTTimeout. 0: never.
+	TTFTTimeout time.Duration
+	// ReasoningStallTimeout is the watchdog's timeout while every content
+	// chunk delivered was reasoning; 0 takes StallTimeout.
+	ReasoningStallTimeout time.Duration
+	// Budget, when set, is the bucket the policy draws on instead of one
+	// of its own (MaxTokens and TokenRatio are then ignored): policies of
+	// one proxy that learn their delays apart share it.
+	Budget *Budget
 }
 
 // Defaults of the adaptive delay.
@@ -53,6 +69,10 @@ type Policy struct {
 	stallTimeout int64
 	stallAfter   int64
 	continuation bool
+
+	noTTFTHedge           bool
+	ttftTimeout           int64
+	reasoningStallTimeout int64
 }
 
 // NewPolicy returns the policy of cfg. cfg is assumed valid (the hedge
@@ -66,6 +86,16 @@ func NewPolicy(cfg Config) *Policy {
 		stallTimeout: int64(cfg.StallTimeout),
 		stallAfter:   int64(cfg.StallAfter),
 		continuation: cfg.Continuation,
+
+		noTTFTHedge:           cfg.NoTTFTHedge,
+		ttftTimeout:           int64(cfg.TTFTTimeout),
+		reasoningStallTimeout: int64(cfg.ReasoningStallTimeout),
+	}
+	if cfg.Budget != nil {
+		p.budget = cfg.Budget
+	}
+	if p.reasoningStallTimeout <= 0 {
+		p.reasoningStallTimeout = p.stallTimeout
 	}
 	p.fleet = make([]atomic.Pointer[FleetAdvice], p.sources)
 	if cfg.Adaptive {
@@ -173,3 +203,32 @@ func (p *Policy) observeCensored(source int, now, elapsed int64) {
 
 // StallTimeout returns the watchdog timeout in nanoseconds, 0 when off.
 func (p *Policy) StallTimeout() int64 { return p.stallTimeout }
+
+// StallTimeoutFor is the watchdog timeout of a stream that has delivered an
+// answer chunk (text or tool call), or only reasoning chunks: reasoning
+// models think in long silences. 0 when off.
+func (p *Policy) StallTimeoutFor(answered bool) int64 {
+	if answered {
+		return p.stallTimeout
+	}
+	return p.reasoningStallTimeout
+}
+
+// StallDeadline is the instant at which the watchdog ends a stream whose
+// last content chunk was delivered at last, 0 when it never does. It is the
+// one definition of the watchdog: the race uses it, and so does a proxy
+// that watches a committed stream from its own goroutine (Policy is safe
+// for concurrent use).
+func (p *Policy) StallDeadline(last int64, answered bool) int64 {
+	if t := p.StallTimeoutFor(answered); t > 0 {
+		return last + t
+	}
+	return 0
+}
+
+// TTFTTimeout returns the TTFT timeout of an attempt in nanoseconds, 0 when
+// off.
+func (p *Policy) TTFTTimeout() int64 { return p.ttftTimeout }
+
+// Budget returns the bucket the policy draws on, nil for none.
+func (p *Policy) Budget() *Budget { return p.budget }

@@ -13,6 +13,10 @@ const MaxAttempts = 5
 // turns it into a *StallError with the call's details.
 var ErrStalled = errors.New("stalled")
 
+// ErrTTFTTimeout is the race's verdict when the last attempt left was given
+// up for want of content within the policy's TTFT timeout.
+var ErrTTFTTimeout = errors.New("no content within the ttft timeout")
+
 // Trigger is why an attempt was started (llm.hedge.trigger).
 type Trigger uint8
 
@@ -91,6 +95,9 @@ const (
 	Fatal
 	// Stalled: the watchdog gave up on the attempt.
 	Stalled
+	// TTFTTimedOut: the attempt delivered no content within the TTFT
+	// timeout. The next attempt starts at once, as for Retryable.
+	TTFTTimedOut
 )
 
 // Race is the decision core of one logical call: which attempt starts when,
@@ -127,6 +134,8 @@ type Race struct {
 	acts  [2 * MaxAttempts]Action
 	nacts int
 	now   int64 // time of the event being handled, 0 in Abort
+	// refused counts the attempts the budget did not allow.
+	refused int
 }
 
 // Reset prepares r for a new call under p.
@@ -158,6 +167,7 @@ func (r *Race) launch(now int64, t Trigger, continuation bool) bool {
 		return false
 	}
 	if t != TriggerPrimary && !r.p.budget.Allow() {
+		r.refused++
 		return false
 	}
 	i := r.n
@@ -165,7 +175,7 @@ func (r *Race) launch(now int64, t Trigger, continuation bool) bool {
 	*a = Attempt{Source: r.next % r.p.sources, Trigger: t, Continuation: continuation, Start: now}
 	r.next++
 	r.n++
-	if r.committed < 0 {
+	if r.committed < 0 && !r.p.noTTFTHedge {
 		a.Delay, a.DelaySource = r.p.DelayFrom(a.Source)
 		if r.n < r.p.maxAttempts {
 			r.hedgeAt = now + a.Delay
@@ -264,8 +274,11 @@ func (r *Race) Fail(i int, now int64, class Class, err error) {
 	}
 	r.p.budget.Failure()
 	t := TriggerError
-	if class == Stalled {
+	switch class {
+	case Stalled:
 		t = TriggerStall
+	case TTFTTimedOut:
+		t = TriggerTTFT
 	}
 	switch {
 	case r.committed < 0 || r.buffered:
@@ -285,6 +298,23 @@ func (r *Race) Advance(now int64) {
 	if r.done {
 		return
 	}
+	if r.committed < 0 && r.p.ttftTimeout > 0 {
+		// Timeouts first: an attempt given up now starts the next one at
+		// once, which re-arms the hedge delay from now.
+		for i := 0; i < r.n && !r.done; i++ {
+			a := &r.attempts[i]
+			if a.State == Running && now-a.Start >= r.p.ttftTimeout {
+				// Its TTFT is only known to exceed the timeout: a
+				// censored sample, as for a cancelled loser.
+				r.p.observeCensored(a.Source, now, now-a.Start)
+				r.emit(Cancel, i) // its reader still waits on the silent attempt
+				r.Fail(i, now, TTFTTimedOut, ErrTTFTTimeout)
+			}
+		}
+		if r.done {
+			return
+		}
+	}
 	if r.committed < 0 && r.hedgeAt > 0 && now >= r.hedgeAt {
 		r.hedgeAt = 0
 		r.launch(now, TriggerTTFT, false)
@@ -293,7 +323,7 @@ func (r *Race) Advance(now int64) {
 		return
 	}
 	if !r.buffered {
-		if r.p.stallTimeout > 0 && now-r.lastDelivered >= r.p.stallTimeout {
+		if d := r.p.StallDeadline(r.lastDelivered, true); d > 0 && now >= d {
 			r.p.budget.Failure()
 			r.finish(r.committed, ErrStalled)
 			return
@@ -334,18 +364,28 @@ func (r *Race) Deadline() int64 {
 	if r.done {
 		return 0
 	}
-	if r.committed < 0 {
-		return r.hedgeAt
-	}
 	var next int64
 	earliest := func(t int64) {
 		if next == 0 || t < next {
 			next = t
 		}
 	}
+	if r.committed < 0 {
+		if r.hedgeAt > 0 {
+			earliest(r.hedgeAt)
+		}
+		if r.p.ttftTimeout > 0 {
+			for i := 0; i < r.n; i++ {
+				if a := &r.attempts[i]; a.State == Running {
+					earliest(a.Start + r.p.ttftTimeout)
+				}
+			}
+		}
+		return next
+	}
 	if !r.buffered {
-		if r.p.stallTimeout > 0 {
-			earliest(r.lastDelivered + r.p.stallTimeout)
+		if d := r.p.StallDeadline(r.lastDelivered, true); d > 0 {
+			earliest(d)
 		}
 		c := &r.attempts[r.committed]
 		if r.canContinue() && r.p.stallAfter > 0 && c.State == Running && !c.stallHedged {
@@ -450,3 +490,6 @@ func (r *Race) Err() error { return r.err }
 
 // ErrFrom is the attempt whose failure ended the call, -1 if none.
 func (r *Race) ErrFrom() int { return r.errFrom }
+
+// Refused counts the attempts of the call that the budget did not allow.
+func (r *Race) Refused() int { return r.refused }

@@ -49,6 +49,10 @@ const (
 	// decode): the chunk events stop where capture stopped. Absent when
 	// capture went well. It is not a figure.
 	AttrCaptureError = "llm.stream.capture_error"
+	// AttrStallTimeoutMs is the stall timeout (double, ms) the proxy's
+	// guard watched a committed stream with: the configured one, or the
+	// learned one of stall_timeout: auto. It is not a figure.
+	AttrStallTimeoutMs = "llm.stream.stall_timeout_ms"
 )
 
 // Elided chunk events (docs/contract.md section 3): past max_chunk_events,

@@ -73,6 +73,9 @@ type ProxyConfig struct {
 	// to end on their own; streams still open then are ended, and their
 	// spans are exported with error.type=shutdown. Zero ends them at once.
 	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout"`
+	// Guard acts on streaming calls: hedging and failover before their
+	// first content chunk, a stall watchdog after it. Off when absent.
+	Guard configoptional.Optional[GuardConfig] `mapstructure:"guard"`
 
 	_ struct{}
 }
@@ -211,6 +214,9 @@ func (p *ProxyConfig) validate() error {
 		errs = append(errs, errAuthHeaderWithoutAuth)
 	case p.AuthHeader != "" && !httpguts.ValidHeaderFieldName(p.AuthHeader):
 		errs = append(errs, errAuthHeaderInvalid)
+	}
+	if p.Guard.HasValue() {
+		errs = append(errs, p.Guard.Get().validate())
 	}
 	return errors.Join(errs...)
 }

@@ -119,6 +119,7 @@ func createDefaultConfig() component.Config {
 			MaxAttributeValueLength: defaultProxyMaxValueLength,
 			MaxDecodedResponseBytes: defaultMaxDecodedResponseBytes,
 			ShutdownTimeout:         defaultShutdownTimeout,
+			Guard:                   configoptional.Default(defaultGuardConfig()),
 		}),
 		Ingest: configoptional.Default(IngestConfig{
 			ServerConfig:            ingest,

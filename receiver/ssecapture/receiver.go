@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/jonboulle/clockwork"
 	"go.opentelemetry.io/collector/component"
@@ -19,6 +20,7 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.uber.org/zap"
 
+	"github.com/streamstall/streamstall/receiver/ssecapture/internal/guard"
 	"github.com/streamstall/streamstall/receiver/ssecapture/internal/ingest"
 	"github.com/streamstall/streamstall/receiver/ssecapture/internal/metadata"
 	"github.com/streamstall/streamstall/receiver/ssecapture/internal/proxy"
@@ -27,6 +29,13 @@ import (
 
 // formatProxy is what receiverhelper.ObsReport reports proxy spans as.
 const formatProxy = "sse"
+
+// guardFrameGrace bounds how long a guarded proxy's shutdown waits, once
+// shutdown_timeout has run out, for its handlers to write the error frame
+// that ends each stream still open, before it closes the connections. A
+// frame is a few hundred bytes: a client that cannot take them in a second
+// is cut as without a guard.
+const guardFrameGrace = time.Second
 
 type sseCaptureReceiver struct {
 	cfg       *Config
@@ -136,6 +145,12 @@ func (r *sseCaptureReceiver) newProxy(ctx context.Context, host component.Host, 
 	if service == "" {
 		service = r.settings.ID.String()
 	}
+	var g *guard.Guard
+	if pcfg.Guard.HasValue() {
+		if g, err = r.newGuard(ctx, host, pcfg.Guard.Get(), clientSet); err != nil {
+			return nil, err
+		}
+	}
 	return proxy.New(proxy.Settings{
 		Upstream:                upstream,
 		Transport:               client.Transport,
@@ -150,6 +165,7 @@ func (r *sseCaptureReceiver) newProxy(ctx context.Context, host component.Host, 
 		MaxChunkEvents:          pcfg.ChunkEvents.MaxChunkEvents,
 		KeepGapsAbove:           pcfg.ChunkEvents.KeepGapsAbove,
 		FrameBufferBytes:        pcfg.FrameBufferBytes,
+		Guard:                   g,
 		Clock:                   r.clock,
 		Logger:                  r.settings.Logger,
 		Telemetry:               r.telemetry,
@@ -248,8 +264,24 @@ func (r *sseCaptureReceiver) shutdownProxy(ctx context.Context, srv *http.Server
 	}
 	open := r.proxy.InFlight()
 	r.proxy.Stop()
+	handlersDone := make(chan struct{})
+	go func() {
+		r.proxy.Wait()
+		close(handlersDone)
+	}()
+	if r.cfg.Proxy.Get().Guard.HasValue() {
+		// The guard ends each stream with its error frame: the handlers get
+		// a moment to write it before the connections close.
+		grace := time.NewTimer(guardFrameGrace)
+		select {
+		case <-handlersDone:
+		case <-grace.C:
+		case <-ctx.Done():
+		}
+		grace.Stop()
+	}
 	err := srv.Close()
-	r.proxy.Wait()
+	<-handlersDone
 	if open > 0 {
 		r.settings.Logger.Info("Ended the proxy's streams still open at shutdown",
 			zap.Int64("streams", open), zap.Duration("shutdown_timeout", r.cfg.Proxy.Get().ShutdownTimeout))

@@ -27,6 +27,9 @@ type TelemetryBuilder struct {
 	mu                                sync.Mutex
 	registrations                     []metric.Registration
 	ReceiverSseCaptureChunksCaptured  metric.Int64Counter
+	ReceiverSseCaptureHedgesRefused   metric.Int64Counter
+	ReceiverSseCaptureHedgesStarted   metric.Int64Counter
+	ReceiverSseCaptureHedgesWon       metric.Int64Counter
 	ReceiverSseCaptureSpansDropped    metric.Int64Counter
 	ReceiverSseCaptureStreamsCaptured metric.Int64Counter
 }
@@ -64,6 +67,24 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_receiver_sse_capture_chunks.captured",
 		metric.WithDescription("Number of content chunks the proxy captured, elided ones included [Development]"),
 		metric.WithUnit("{chunk}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverSseCaptureHedgesRefused, err = builder.meter.Int64Counter(
+		"otelcol_receiver_sse_capture_hedges.refused",
+		metric.WithDescription("Number of attempts the proxy's guard did not start because its budget was spent [Development]"),
+		metric.WithUnit("{attempt}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverSseCaptureHedgesStarted, err = builder.meter.Int64Counter(
+		"otelcol_receiver_sse_capture_hedges.started",
+		metric.WithDescription("Number of attempts the proxy's guard started after the first attempt of a call (on the hedge delay, a failure or a TTFT timeout) [Development]"),
+		metric.WithUnit("{attempt}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverSseCaptureHedgesWon, err = builder.meter.Int64Counter(
+		"otelcol_receiver_sse_capture_hedges.won",
+		metric.WithDescription("Number of guarded calls whose client got an attempt other than the first [Development]"),
+		metric.WithUnit("{call}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ReceiverSseCaptureSpansDropped, err = builder.meter.Int64Counter(

@@ -20,9 +20,21 @@ func TestSetupTelemetry(t *testing.T) {
 	require.NoError(t, err)
 	defer tb.Shutdown()
 	tb.ReceiverSseCaptureChunksCaptured.Add(context.Background(), 1)
+	tb.ReceiverSseCaptureHedgesRefused.Add(context.Background(), 1)
+	tb.ReceiverSseCaptureHedgesStarted.Add(context.Background(), 1)
+	tb.ReceiverSseCaptureHedgesWon.Add(context.Background(), 1)
 	tb.ReceiverSseCaptureSpansDropped.Add(context.Background(), 1)
 	tb.ReceiverSseCaptureStreamsCaptured.Add(context.Background(), 1)
 	AssertEqualReceiverSseCaptureChunksCaptured(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverSseCaptureHedgesRefused(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverSseCaptureHedgesStarted(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverSseCaptureHedgesWon(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverSseCaptureSpansDropped(t, testTel,

@@ -116,6 +116,7 @@ type call struct {
 	// captureErr says why the frames could not be read (all of them):
 	// llm.stream.capture_error.
 	captureErr string
+	guard      *guardCall // set on a guarded call
 }
 
 func newCall(d *callDeps, r *http.Request, ep llmstream.Endpoint, body []byte) *call {
@@ -222,6 +223,9 @@ func (c *call) response(resp *http.Response) {
 		b.parser = parser
 		b.coded(coding, decodable)
 		resp.Body = b
+		if c.guard != nil {
+			c.guard.watch(b)
+		}
 		return
 	}
 	if !decodable {
@@ -268,6 +272,9 @@ func (c *call) onFrame(f *llmstream.Frame, at int64) {
 			c.chunks = figures.NewKeeper(c.maxEvents(), c.d.keepGapsAbove)
 		}
 		c.chunks.Add(at, f.ChunkKind)
+		if c.guard != nil {
+			c.guard.content(at, f.ChunkKind)
+		}
 		return
 	case llmstream.KindDone:
 		c.terminal = true
@@ -326,6 +333,9 @@ func (c *call) outcome() string {
 
 // finish turns the call into a span and queues it.
 func (c *call) finish() {
+	if c.guard != nil {
+		c.settleGuard()
+	}
 	end := c.d.clock.Now().UnixNano()
 	td := ptrace.NewTraces()
 	rs := td.ResourceSpans().AppendEmpty()
@@ -389,8 +399,9 @@ func (c *call) fillSpan(span ptrace.Span, end int64) {
 	if c.meta.HasOutputTokens {
 		attrs.PutInt(semconv.AttrUsageOutputTokens, c.meta.OutputTokens)
 	}
-	attrs.PutStr(semconv.AttrServerAddress, c.d.serverAddress)
-	attrs.PutInt(semconv.AttrServerPort, c.d.serverPort)
+	serverAddress, serverPort := c.serverAddressPort()
+	attrs.PutStr(semconv.AttrServerAddress, serverAddress)
+	attrs.PutInt(semconv.AttrServerPort, serverPort)
 	if c.status != 0 {
 		attrs.PutInt(semconv.AttrHTTPStatusCode, int64(c.status))
 	}

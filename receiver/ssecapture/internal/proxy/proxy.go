@@ -29,6 +29,7 @@ import (
 
 	"github.com/streamstall/streamstall/internal/llmstream"
 	"github.com/streamstall/streamstall/internal/sse"
+	"github.com/streamstall/streamstall/receiver/ssecapture/internal/guard"
 	"github.com/streamstall/streamstall/receiver/ssecapture/internal/metadata"
 )
 
@@ -68,6 +69,8 @@ type Settings struct {
 	// unfinished SSE frames, past a free 64 KiB a buffer (sse.Parser's
 	// Budget); zero leaves them bounded per stream only.
 	FrameBufferBytes int64
+	// Guard, when set, guards streaming calls (see package guard).
+	Guard *guard.Guard
 
 	Clock     clockwork.Clock
 	Logger    *zap.Logger
@@ -86,6 +89,7 @@ type Proxy struct {
 	authHeader     string
 	maxRequestBody int64
 	calls          *callDeps
+	guard          *guard.Guard
 	logger         *zap.Logger
 	rp             *httputil.ReverseProxy
 	inflight       sync.WaitGroup
@@ -105,6 +109,7 @@ func New(set Settings) (*Proxy, error) {
 		prefix:         path.Clean("/" + set.Upstream.Path),
 		authHeader:     set.AuthHeader,
 		maxRequestBody: set.MaxRequestBody,
+		guard:          set.Guard,
 		logger:         set.Logger,
 	}
 	p.stopCtx, p.stop = context.WithCancel(context.Background())
@@ -131,9 +136,13 @@ func New(set Settings) (*Proxy, error) {
 		p.stop()
 		return nil, err
 	}
+	var transport http.RoundTripper = &headerTimeout{next: set.Transport, timeout: set.HeaderTimeout}
+	if set.Guard != nil {
+		transport = &guardTransport{next: transport}
+	}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:        p.rewrite,
-		Transport:      &headerTimeout{next: set.Transport, timeout: set.HeaderTimeout},
+		Transport:      transport,
 		FlushInterval:  -1, // write every read through at once: SSE must not wait in a buffer
 		ModifyResponse: p.modifyResponse,
 		ErrorHandler:   p.errorHandler,
@@ -227,6 +236,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	c := newCall(p.calls, r, ep, body)
+	if p.guard != nil && c.req.Stream && guardable(ep.Shape) {
+		c.startGuard(p.guard, r, body)
+	}
 	defer c.finish() // also when ReverseProxy aborts the handler with http.ErrAbortHandler
 	ctx = context.WithValue(r.Context(), callKey{}, c)
 	p.rp.ServeHTTP(w, r.WithContext(c.outgoingContext(ctx)))

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"io"
+	"sync"
 
 	"github.com/streamstall/streamstall/internal/llmstream"
 	"github.com/streamstall/streamstall/internal/sse"
@@ -30,6 +31,9 @@ type streamTee struct {
 	// decoder decodes a content-coded body for the parser; nil when the
 	// body is not coded.
 	decoder *sideDecoder
+	// mu, set on a guarded call, guards the batch and the parse: the
+	// guard's watchdog parses what is pending from its own goroutine.
+	mu *sync.Mutex
 }
 
 type readMark struct {
@@ -46,13 +50,17 @@ const (
 )
 
 func (b *streamTee) Read(p []byte) (int, error) {
+	b.lock()
 	if len(b.reads) >= parseBatchReads || len(b.batch) >= parseBatchBytes {
 		b.parseBatch()
 	}
+	b.unlock()
 	n, err := b.rc.Read(p)
 	if n > 0 {
+		b.lock()
 		b.batch = append(b.batch, p[:n]...)
 		b.reads = append(b.reads, readMark{end: len(b.batch), at: b.c.d.clock.Now().UnixNano()})
+		b.unlock()
 	}
 	switch {
 	case err == io.EOF:
@@ -64,7 +72,9 @@ func (b *streamTee) Read(p []byte) (int, error) {
 }
 
 func (b *streamTee) Close() error {
+	b.lock()
 	b.parseBatch()
+	b.unlock()
 	// The decoder hands on what it still holds first, so that a clean end
 	// completes a last NDJSON line sent without its line feed.
 	b.closeDecoder()
@@ -77,6 +87,18 @@ func (b *streamTee) Close() error {
 		p.Reset()
 	}
 	return b.rc.Close()
+}
+
+func (b *streamTee) lock() {
+	if b.mu != nil {
+		b.mu.Lock()
+	}
+}
+
+func (b *streamTee) unlock() {
+	if b.mu != nil {
+		b.mu.Unlock()
+	}
 }
 
 // parseBatch parses the reads gathered so far. An event over the parser's

@@ -1,0 +1,330 @@
+package ssecapture
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net/url"
+	"path"
+	"time"
+
+	"go.opentelemetry.io/collector/config/confighttp"
+
+	"github.com/streamstall/streamstall/internal/hedgecore"
+)
+
+// GuardConfig configures the proxy's guard (docs/contract.md section 7):
+// on streaming calls, TTFT hedging and failover before the first content
+// chunk reaches the client, a stall watchdog after it. Without a guard
+// block the proxy forwards every call as it comes.
+type GuardConfig struct {
+	// StallTimeout ends a stream whose content chunks stop this long after
+	// the first one reached the client (keepalives and metadata frames do
+	// not count), with the API shape's error frame; 0 is off, auto learns
+	// it (AutoStall).
+	StallTimeout AutoDuration `mapstructure:"stall_timeout"`
+	// ReasoningStallTimeout is the same while only reasoning chunks have
+	// come; 0 takes StallTimeout.
+	ReasoningStallTimeout AutoDuration `mapstructure:"reasoning_stall_timeout"`
+	// TTFTTimeout gives up an attempt without a content chunk this long
+	// after it was sent; 0 is off.
+	TTFTTimeout time.Duration `mapstructure:"ttft_timeout"`
+	Hedge       HedgeConfig   `mapstructure:"hedge"`
+	// AutoStall is how stall_timeout: auto is learned.
+	AutoStall AutoStallConfig `mapstructure:"auto_stall"`
+	// Models override the keys above for the models whose
+	// gen_ai.request.model matches a glob; the first match wins.
+	Models []ModelGuardConfig `mapstructure:"models"`
+
+	_ struct{}
+}
+
+// HedgeConfig configures the attempts of a guarded call.
+type HedgeConfig struct {
+	// Delay starts the next attempt when there is no content chunk this
+	// long after the last one started; 0 is off (attempts after the first
+	// then start only on failures), auto learns it per model.
+	Delay AutoDuration `mapstructure:"delay"`
+	// Quantile, FallbackDelay and MinSamples shape delay: auto: the
+	// quantile of the proxy's own attempts' time to first content,
+	// censoring-aware, FallbackDelay until MinSamples are in.
+	Quantile      float64       `mapstructure:"quantile"`
+	FallbackDelay time.Duration `mapstructure:"fallback_delay"`
+	MinSamples    int           `mapstructure:"min_samples"`
+	// MaxAttempts bounds the attempts of a call, the first included.
+	MaxAttempts int          `mapstructure:"max_attempts"`
+	Budget      BudgetConfig `mapstructure:"budget"`
+	// Alternates are other upstreams of the same API shape, tried in
+	// order after the primary; without them every attempt goes to the
+	// primary.
+	Alternates []confighttp.ClientConfig `mapstructure:"alternates"`
+
+	_ struct{}
+}
+
+// BudgetConfig is gRPC's retryThrottling bucket, as the hedge client's.
+type BudgetConfig struct {
+	// MaxTokens is the bucket's size; 0 is no budget.
+	MaxTokens float64 `mapstructure:"max_tokens"`
+	// TokenRatio is what a successful call puts back.
+	TokenRatio float64 `mapstructure:"token_ratio"`
+
+	_ struct{}
+}
+
+// AutoStallConfig shapes a learned stall timeout: Multiple times the
+// model's learned p99.9 gap between content chunks, never below Floor,
+// Floor until MinSamples streams are in.
+type AutoStallConfig struct {
+	Multiple   float64       `mapstructure:"multiple"`
+	Floor      time.Duration `mapstructure:"floor"`
+	MinSamples int           `mapstructure:"min_samples"`
+
+	_ struct{}
+}
+
+// ModelGuardConfig overrides, for the models Model matches, the keys it
+// sets; the others keep the guard's values.
+type ModelGuardConfig struct {
+	// Model is a glob (path.Match syntax: *, ?, [...]) on
+	// gen_ai.request.model, e.g. "o3*" or "*thinking*".
+	Model                 string              `mapstructure:"model"`
+	StallTimeout          *AutoDuration       `mapstructure:"stall_timeout"`
+	ReasoningStallTimeout *AutoDuration       `mapstructure:"reasoning_stall_timeout"`
+	TTFTTimeout           *time.Duration      `mapstructure:"ttft_timeout"`
+	Hedge                 ModelHedgeOverrides `mapstructure:"hedge"`
+
+	_ struct{}
+}
+
+// ModelHedgeOverrides are the hedge keys a model entry may override. A
+// budget given here is a bucket of the models it matches alone.
+type ModelHedgeOverrides struct {
+	Delay         *AutoDuration              `mapstructure:"delay"`
+	Quantile      *float64                   `mapstructure:"quantile"`
+	FallbackDelay *time.Duration             `mapstructure:"fallback_delay"`
+	MinSamples    *int                       `mapstructure:"min_samples"`
+	MaxAttempts   *int                       `mapstructure:"max_attempts"`
+	Budget        *BudgetConfig              `mapstructure:"budget"`
+	Alternates    *[]confighttp.ClientConfig `mapstructure:"alternates"`
+
+	_ struct{}
+}
+
+// AutoDuration is a duration, or auto: learned from traffic.
+type AutoDuration time.Duration
+
+// autoDuration is how auto is held; no configurable duration is negative.
+const autoDuration = AutoDuration(math.MinInt64)
+
+// Auto reports whether the duration is to be learned.
+func (d AutoDuration) Auto() bool { return d == autoDuration }
+
+// Duration is the configured duration (0 for auto).
+func (d AutoDuration) Duration() time.Duration {
+	if d.Auto() {
+		return 0
+	}
+	return time.Duration(d)
+}
+
+// UnmarshalText reads "auto" or a Go duration.
+func (d *AutoDuration) UnmarshalText(b []byte) error {
+	if string(b) == "auto" {
+		*d = autoDuration
+		return nil
+	}
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("not auto nor a duration: %w", err)
+	}
+	*d = AutoDuration(v)
+	return nil
+}
+
+// MarshalText writes "auto" or the duration.
+func (d AutoDuration) MarshalText() ([]byte, error) {
+	if d.Auto() {
+		return []byte("auto"), nil
+	}
+	return []byte(time.Duration(d).String()), nil
+}
+
+func (d AutoDuration) String() string {
+	b, _ := d.MarshalText()
+	return string(b)
+}
+
+// Defaults of the guard, as docs/contract.md section 7 and the README state.
+const (
+	defaultHedgeQuantile      = hedgecore.DefaultQuantile
+	defaultHedgeFallbackDelay = 2 * time.Second
+	defaultHedgeMinSamples    = hedgecore.DefaultMinSamples
+	defaultHedgeMaxAttempts   = 2
+	// As the hedge client's budget and gRPC's usual retryThrottling.
+	defaultBudgetMaxTokens  = 100
+	defaultBudgetTokenRatio = 0.1
+	// A learned stall timeout is ten times the p99.9 gap and at least 30 s:
+	// far above the tail of a healthy stream, so that only real stalls end.
+	defaultAutoStallMultiple   = 10
+	defaultAutoStallFloor      = 30 * time.Second
+	defaultAutoStallMinSamples = 20
+	// gRPC caps maxTokens at 1000.
+	maxBudgetTokens = 1000
+)
+
+func defaultGuardConfig() GuardConfig {
+	return GuardConfig{
+		Hedge: HedgeConfig{
+			Quantile:      defaultHedgeQuantile,
+			FallbackDelay: defaultHedgeFallbackDelay,
+			MinSamples:    defaultHedgeMinSamples,
+			MaxAttempts:   defaultHedgeMaxAttempts,
+			Budget:        BudgetConfig{MaxTokens: defaultBudgetMaxTokens, TokenRatio: defaultBudgetTokenRatio},
+		},
+		AutoStall: AutoStallConfig{
+			Multiple:   defaultAutoStallMultiple,
+			Floor:      defaultAutoStallFloor,
+			MinSamples: defaultAutoStallMinSamples,
+		},
+	}
+}
+
+var (
+	errGuardNegative      = errors.New("must not be negative")
+	errEndpointNotAbsURL  = errors.New("endpoint must be an absolute http or https URL")
+	errEndpointHasQueries = errors.New("endpoint must not carry a query or fragment")
+)
+
+// parseEndpoint reads an alternate upstream's endpoint, as parseUpstream
+// reads the primary's.
+func parseEndpoint(endpoint string) (*url.URL, error) {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return nil, fmt.Errorf("endpoint: %w", err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, errEndpointNotAbsURL
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return nil, errEndpointHasQueries
+	}
+	return u, nil
+}
+
+// guardRule is the guard's settings for one set of models: the top level,
+// or a model entry laid over it.
+type guardRule struct {
+	StallTimeout          AutoDuration
+	ReasoningStallTimeout AutoDuration
+	TTFTTimeout           time.Duration
+	Delay                 AutoDuration
+	Quantile              float64
+	FallbackDelay         time.Duration
+	MinSamples            int
+	MaxAttempts           int
+	Budget                BudgetConfig
+	// OwnBudget is set when a model entry gives its own budget.
+	OwnBudget  bool
+	Alternates []confighttp.ClientConfig
+}
+
+func (g *GuardConfig) rule() guardRule {
+	h := &g.Hedge
+	return guardRule{
+		StallTimeout: g.StallTimeout, ReasoningStallTimeout: g.ReasoningStallTimeout, TTFTTimeout: g.TTFTTimeout,
+		Delay: h.Delay, Quantile: h.Quantile, FallbackDelay: h.FallbackDelay, MinSamples: h.MinSamples,
+		MaxAttempts: h.MaxAttempts, Budget: h.Budget, Alternates: h.Alternates,
+	}
+}
+
+// over lays the keys m sets over r.
+func (m *ModelGuardConfig) over(r guardRule) guardRule {
+	set(&r.StallTimeout, m.StallTimeout)
+	set(&r.ReasoningStallTimeout, m.ReasoningStallTimeout)
+	set(&r.TTFTTimeout, m.TTFTTimeout)
+	h := &m.Hedge
+	set(&r.Delay, h.Delay)
+	set(&r.Quantile, h.Quantile)
+	set(&r.FallbackDelay, h.FallbackDelay)
+	set(&r.MinSamples, h.MinSamples)
+	set(&r.MaxAttempts, h.MaxAttempts)
+	if h.Budget != nil {
+		r.Budget, r.OwnBudget = *h.Budget, true
+	}
+	set(&r.Alternates, h.Alternates)
+	return r
+}
+
+func set[T any](dst *T, v *T) {
+	if v != nil {
+		*dst = *v
+	}
+}
+
+func (g *GuardConfig) validate() error {
+	errs := []error{g.rule().validate("proxy: guard")}
+	a := &g.AutoStall
+	if !(a.Multiple >= 1) || math.IsInf(a.Multiple, 0) {
+		errs = append(errs, fmt.Errorf("proxy: guard: auto_stall.multiple %v must be a finite number of at least 1", a.Multiple))
+	}
+	if a.Floor <= 0 {
+		errs = append(errs, fmt.Errorf("proxy: guard: auto_stall.floor %w", errPositive))
+	}
+	if a.MinSamples <= 0 {
+		errs = append(errs, fmt.Errorf("proxy: guard: auto_stall.min_samples %w", errPositive))
+	}
+	for i := range g.Models {
+		m := &g.Models[i]
+		where := fmt.Sprintf("proxy: guard: models[%d]", i)
+		if m.Model == "" {
+			errs = append(errs, fmt.Errorf("%s: model must be a glob on gen_ai.request.model", where))
+		} else if _, err := path.Match(m.Model, ""); err != nil {
+			errs = append(errs, fmt.Errorf("%s: model %q: %w", where, m.Model, err))
+		}
+		errs = append(errs, m.over(g.rule()).validate(where))
+	}
+	return errors.Join(errs...)
+}
+
+func (r guardRule) validate(where string) error {
+	var errs []error
+	negative := func(name string, d time.Duration) {
+		if d < 0 {
+			errs = append(errs, fmt.Errorf("%s: %s %w", where, name, errGuardNegative))
+		}
+	}
+	negative("stall_timeout", r.StallTimeout.Duration())
+	negative("reasoning_stall_timeout", r.ReasoningStallTimeout.Duration())
+	negative("ttft_timeout", r.TTFTTimeout)
+	negative("hedge.delay", r.Delay.Duration())
+	if r.Delay.Auto() {
+		if !(r.Quantile > 0 && r.Quantile < 1) {
+			errs = append(errs, fmt.Errorf("%s: hedge.quantile %v must be in (0, 1)", where, r.Quantile))
+		}
+		if r.FallbackDelay <= 0 {
+			errs = append(errs, fmt.Errorf("%s: hedge.fallback_delay %w", where, errPositive))
+		}
+		if r.MinSamples <= 0 {
+			errs = append(errs, fmt.Errorf("%s: hedge.min_samples %w", where, errPositive))
+		}
+	}
+	if r.MaxAttempts < 1 || r.MaxAttempts > hedgecore.MaxAttempts {
+		errs = append(errs, fmt.Errorf("%s: hedge.max_attempts %d must be between 1 and %d", where, r.MaxAttempts, hedgecore.MaxAttempts))
+	}
+	b := r.Budget
+	if !(b.MaxTokens >= 0 && b.MaxTokens <= maxBudgetTokens) {
+		errs = append(errs, fmt.Errorf("%s: hedge.budget.max_tokens %v must be between 0 (no budget) and %d", where, b.MaxTokens, maxBudgetTokens))
+	}
+	if b.MaxTokens > 0 && !(b.TokenRatio > 0 && b.TokenRatio <= b.MaxTokens) {
+		errs = append(errs, fmt.Errorf("%s: hedge.budget.token_ratio %v must be positive and at most max_tokens", where, b.TokenRatio))
+	}
+	for i, a := range r.Alternates {
+		if a.Endpoint == "" {
+			errs = append(errs, fmt.Errorf("%s: hedge.alternates[%d]: endpoint must be set", where, i))
+		} else if _, err := parseEndpoint(a.Endpoint); err != nil {
+			errs = append(errs, fmt.Errorf("%s: hedge.alternates[%d]: %w", where, i, err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,152 @@
+package ssecapture
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/confmap"
+	"go.opentelemetry.io/collector/confmap/confmaptest"
+
+	"github.com/streamstall/streamstall/receiver/ssecapture/internal/metadata"
+)
+
+func loadGuardConfig(t *testing.T, name string) (*Config, error) {
+	t.Helper()
+	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "guard.yaml"))
+	require.NoError(t, err)
+	cfg := NewFactory().CreateDefaultConfig()
+	sub, err := cm.Sub(component.NewIDWithName(metadata.Type, name).String())
+	require.NoError(t, err)
+	if err := sub.Unmarshal(cfg); err != nil {
+		return nil, err
+	}
+	return cfg.(*Config), confmap.Validate(cfg)
+}
+
+func TestGuardIsOffWithoutItsBlock(t *testing.T) {
+	cfg, err := loadConfig(t, "")
+	require.NoError(t, err)
+	assert.False(t, cfg.Proxy.Get().Guard.HasValue())
+}
+
+func TestGuardDefaults(t *testing.T) {
+	cfg, err := loadGuardConfig(t, "guard_empty")
+	require.NoError(t, err)
+	require.True(t, cfg.Proxy.Get().Guard.HasValue(), "an empty guard block turns the guard on with its defaults")
+	g := cfg.Proxy.Get().Guard.Get()
+	assert.Equal(t, AutoDuration(0), g.StallTimeout, "the watchdog is off by default")
+	assert.Equal(t, AutoDuration(0), g.ReasoningStallTimeout)
+	assert.Zero(t, g.TTFTTimeout)
+	assert.Equal(t, AutoDuration(0), g.Hedge.Delay, "no TTFT hedge by default")
+	assert.Equal(t, 0.95, g.Hedge.Quantile)
+	assert.Equal(t, 2*time.Second, g.Hedge.FallbackDelay)
+	assert.Equal(t, 20, g.Hedge.MinSamples)
+	assert.Equal(t, 2, g.Hedge.MaxAttempts)
+	assert.Equal(t, 100.0, g.Hedge.Budget.MaxTokens)
+	assert.Equal(t, 0.1, g.Hedge.Budget.TokenRatio)
+	assert.Empty(t, g.Hedge.Alternates)
+	assert.Equal(t, 10.0, g.AutoStall.Multiple)
+	assert.Equal(t, 30*time.Second, g.AutoStall.Floor)
+	assert.Empty(t, g.Models)
+}
+
+func TestGuardFull(t *testing.T) {
+	cfg, err := loadGuardConfig(t, "guard_full")
+	require.NoError(t, err)
+	g := cfg.Proxy.Get().Guard.Get()
+	assert.Equal(t, AutoDuration(time.Minute), g.StallTimeout)
+	assert.Equal(t, AutoDuration(5*time.Minute), g.ReasoningStallTimeout)
+	assert.Equal(t, 30*time.Second, g.TTFTTimeout)
+	assert.Equal(t, AutoDuration(2*time.Second), g.Hedge.Delay)
+	assert.Equal(t, 0.9, g.Hedge.Quantile)
+	assert.Equal(t, 3*time.Second, g.Hedge.FallbackDelay)
+	assert.Equal(t, 50, g.Hedge.MinSamples)
+	assert.Equal(t, 3, g.Hedge.MaxAttempts)
+	assert.Equal(t, BudgetConfig{MaxTokens: 20, TokenRatio: 0.5}, g.Hedge.Budget)
+	require.Len(t, g.Hedge.Alternates, 1)
+	assert.Equal(t, "https://backup.example/v1", g.Hedge.Alternates[0].Endpoint)
+	assert.Equal(t, 5*time.Second, g.Hedge.Alternates[0].Timeout)
+	assert.Equal(t, AutoStallConfig{Multiple: 8, Floor: 45 * time.Second, MinSamples: 10}, g.AutoStall)
+	require.Len(t, g.Models, 2)
+
+	o3 := g.Models[0].over(g.rule())
+	assert.Equal(t, AutoDuration(0), o3.StallTimeout, "an override may turn a key off")
+	assert.True(t, o3.ReasoningStallTimeout.Auto())
+	assert.Equal(t, 30*time.Second, o3.TTFTTimeout, "keys the entry does not set are inherited")
+	assert.True(t, o3.Delay.Auto())
+	assert.True(t, o3.OwnBudget)
+	assert.Equal(t, BudgetConfig{MaxTokens: 10, TokenRatio: 0.2}, o3.Budget)
+	assert.Len(t, o3.Alternates, 1)
+
+	thinking := g.Models[1].over(g.rule())
+	assert.Equal(t, 2*time.Minute, thinking.TTFTTimeout)
+	assert.Equal(t, 1, thinking.MaxAttempts)
+	assert.Empty(t, thinking.Alternates, "an empty list overrides the alternates")
+	assert.False(t, thinking.OwnBudget)
+	assert.Equal(t, AutoDuration(time.Minute), thinking.StallTimeout)
+}
+
+func TestGuardValidate(t *testing.T) {
+	_, err := loadGuardConfig(t, "guard_bad")
+	require.Error(t, err)
+	for _, msg := range []string{
+		"proxy: guard: stall_timeout must not be negative",
+		"proxy: guard: ttft_timeout must not be negative",
+		"proxy: guard: hedge.quantile 1.5 must be in (0, 1)",
+		"proxy: guard: hedge.fallback_delay must be positive",
+		"proxy: guard: hedge.min_samples must be positive",
+		"proxy: guard: hedge.max_attempts 6 must be between 1 and 5",
+		"proxy: guard: hedge.budget.max_tokens 2000 must be between 0 (no budget) and 1000",
+		"proxy: guard: hedge.budget.token_ratio 0 must be positive and at most max_tokens",
+		"proxy: guard: hedge.alternates[0]: endpoint must be set",
+		"proxy: guard: hedge.alternates[1]: endpoint must be an absolute http or https URL",
+		"proxy: guard: auto_stall.multiple 0.5 must be a finite number of at least 1",
+		"proxy: guard: auto_stall.floor must be positive",
+		"proxy: guard: auto_stall.min_samples must be positive",
+		"proxy: guard: models[0]: model must be a glob on gen_ai.request.model",
+		`proxy: guard: models[1]: model "[o3": syntax error in pattern`,
+		"proxy: guard: models[1]: hedge.max_attempts 0 must be between 1 and 5",
+	} {
+		assert.ErrorContains(t, err, msg)
+	}
+	assert.ErrorIs(t, err, errGuardNegative)
+	assert.ErrorIs(t, err, errEndpointNotAbsURL)
+
+	_, err = loadGuardConfig(t, "guard_bad_duration")
+	assert.ErrorContains(t, err, "not auto nor a duration")
+}
+
+func TestAutoDuration(t *testing.T) {
+	var d AutoDuration
+	require.NoError(t, d.UnmarshalText([]byte("auto")))
+	assert.True(t, d.Auto())
+	assert.Zero(t, d.Duration())
+	assert.Equal(t, "auto", d.String())
+	require.NoError(t, d.UnmarshalText([]byte("1m30s")))
+	assert.False(t, d.Auto())
+	assert.Equal(t, 90*time.Second, d.Duration())
+	assert.Equal(t, "1m30s", d.String())
+	require.Error(t, d.UnmarshalText([]byte("")))
+}
+
+// TestExampleProxyGuard: the guard example's receiver section is valid and
+// says what its comments say.
+func TestExampleProxyGuard(t *testing.T) {
+	t.Setenv("BACKUP_OPENAI_KEY", "sk-backup")
+	cm, err := confmaptest.LoadConf(filepath.Join("..", "..", "examples", "proxy-guard.yaml"))
+	require.NoError(t, err)
+	sub, err := cm.Sub("receivers::sse_capture")
+	require.NoError(t, err)
+	cfg := NewFactory().CreateDefaultConfig()
+	require.NoError(t, sub.Unmarshal(cfg))
+	require.NoError(t, confmap.Validate(cfg))
+	g := cfg.(*Config).Proxy.Get().Guard.Get()
+	assert.True(t, g.Hedge.Delay.Auto())
+	require.Len(t, g.Hedge.Alternates, 1)
+	require.Len(t, g.Models, 2)
+	assert.True(t, g.Models[0].over(g.rule()).ReasoningStallTimeout.Auto())
+}

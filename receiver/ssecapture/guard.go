@@ -1,0 +1,91 @@
+package ssecapture
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"go.opentelemetry.io/collector/component"
+
+	"github.com/streamstall/streamstall/internal/hedgecore"
+	"github.com/streamstall/streamstall/receiver/ssecapture/internal/guard"
+	"github.com/streamstall/streamstall/receiver/ssecapture/internal/proxy"
+)
+
+// newGuard builds the proxy's guard from its configuration: a rule per
+// model entry over the top-level one, alternates' clients from confighttp,
+// one budget shared by the rules that give none of their own.
+func (r *sseCaptureReceiver) newGuard(ctx context.Context, host component.Host, gc *GuardConfig, set component.TelemetrySettings) (*guard.Guard, error) {
+	top := gc.rule()
+	shared := hedgecore.NewBudget(top.Budget.MaxTokens, top.Budget.TokenRatio)
+	def, err := r.guardRule(ctx, host, set, "", top, shared)
+	if err != nil {
+		return nil, err
+	}
+	models := make([]guard.Rule, 0, len(gc.Models))
+	for i := range gc.Models {
+		m := &gc.Models[i]
+		rule, err := r.guardRule(ctx, host, set, m.Model, m.over(top), shared)
+		if err != nil {
+			return nil, fmt.Errorf("models[%d]: %w", i, err)
+		}
+		models = append(models, rule)
+	}
+	return guard.New(guard.Settings{
+		Default: def,
+		Models:  models,
+		AutoStall: guard.AutoStall{
+			Multiple: gc.AutoStall.Multiple, Floor: gc.AutoStall.Floor, MinSamples: gc.AutoStall.MinSamples,
+		},
+		Clock: r.clock,
+	}), nil
+}
+
+func (r *sseCaptureReceiver) guardRule(ctx context.Context, host component.Host, set component.TelemetrySettings, model string, gr guardRule,
+	shared *hedgecore.Budget,
+) (guard.Rule, error) {
+	rule := guard.Rule{
+		Model:                 model,
+		StallTimeout:          gr.StallTimeout.Duration(),
+		ReasoningStallTimeout: gr.ReasoningStallTimeout.Duration(),
+		TTFTTimeout:           gr.TTFTTimeout,
+		Delay:                 gr.Delay.Duration(),
+		AutoDelay:             gr.Delay.Auto(),
+		Quantile:              gr.Quantile,
+		FallbackDelay:         gr.FallbackDelay,
+		MinSamples:            gr.MinSamples,
+		MaxAttempts:           gr.MaxAttempts,
+		Budget:                shared,
+	}
+	if gr.OwnBudget {
+		rule.Budget = hedgecore.NewBudget(gr.Budget.MaxTokens, gr.Budget.TokenRatio)
+	}
+	if gr.StallTimeout.Auto() {
+		rule.StallTimeout, rule.AutoStall = guard.AutoTimeout, true
+	}
+	if gr.ReasoningStallTimeout.Auto() {
+		rule.ReasoningStallTimeout, rule.AutoStall = guard.AutoTimeout, true
+	}
+	for i := range gr.Alternates {
+		a := &gr.Alternates[i]
+		u, err := parseEndpoint(a.Endpoint)
+		if err != nil {
+			return guard.Rule{}, fmt.Errorf("proxy: guard: hedge.alternates[%d]: %w", i, err)
+		}
+		client, err := a.ToClient(ctx, host.GetExtensions(), set)
+		if err != nil {
+			return guard.Rule{}, fmt.Errorf("proxy: guard: hedge.alternates[%d] client: %w", i, err)
+		}
+		port, err := strconv.ParseInt(u.Port(), 10, 64)
+		if err != nil {
+			port = 80
+			if u.Scheme == "https" {
+				port = 443
+			}
+		}
+		rule.Alternates = append(rule.Alternates, guard.Upstream{
+			URL: u, Transport: proxy.HeaderTimeout(client.Transport, a.Timeout), Address: u.Hostname(), Port: port,
+		})
+	}
+	return rule, nil
+}

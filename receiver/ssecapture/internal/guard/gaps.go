@@ -1,0 +1,104 @@
+package guard
+
+import (
+	"time"
+
+	"github.com/streamstall/streamstall/internal/hedgecore"
+)
+
+// gapQuantile is the gap quantile a learned stall timeout is a multiple of.
+const gapQuantile = 0.999
+
+// gapWindow is the rotating window of the learned gaps: a learned timeout
+// covers between ten and twenty minutes of streams, and forgets an
+// incident within twenty.
+const gapWindow = 10 * time.Minute
+
+// gapLearner learns the stall timeouts of one model from the gaps between
+// the content chunks of the proxy's committed streams, with hedgecore's
+// censoring-aware estimator: the silence a stream ended in (the watchdog
+// fired, the client or the upstream gave up) is a gap only known to exceed
+// its length, recorded as such. Answer gaps and reasoning gaps (the gap
+// before a reasoning chunk) are learned apart, as their timeouts are set
+// apart.
+type gapLearner struct {
+	multiple float64
+	floor    time.Duration
+	// answer and reasoning are nil for a timeout that is configured, not
+	// learned; fixed holds those.
+	answer, reasoning           *hedgecore.DelayEstimator
+	fixedAnswer, fixedReasoning time.Duration
+}
+
+// Gap is one gap of a stream: its length and whether the chunk that ended
+// it was reasoning. A censored gap is the silence a stream ended in.
+type Gap struct {
+	Length    time.Duration
+	Reasoning bool
+	Censored  bool
+}
+
+// AutoTimeout marks a Rule's StallTimeout or ReasoningStallTimeout as
+// learned (with AutoStall set).
+const AutoTimeout time.Duration = -1
+
+func newGapLearner(a AutoStall, stall, reasoning time.Duration) *gapLearner {
+	l := &gapLearner{multiple: a.Multiple, floor: a.Floor, fixedAnswer: stall, fixedReasoning: reasoning}
+	newEstimator := func() *hedgecore.DelayEstimator {
+		// The fallback is the floor over the multiple: a cold learner
+		// answers the floor.
+		return hedgecore.NewDelayEstimator(gapQuantile, int64(float64(a.Floor)/a.Multiple), int64(gapWindow), a.MinSamples)
+	}
+	if stall == AutoTimeout {
+		l.answer = newEstimator()
+	}
+	if reasoning == AutoTimeout {
+		l.reasoning = newEstimator()
+	}
+	return l
+}
+
+// timeout is the stall timeout in force for a stream that has delivered an
+// answer chunk, or only reasoning.
+func (l *gapLearner) timeout(answered bool) time.Duration {
+	est, fixed := l.answer, l.fixedAnswer
+	if !answered {
+		est, fixed = l.reasoning, l.fixedReasoning
+		if est == nil && fixed == 0 {
+			// reasoning_stall_timeout 0 takes stall_timeout.
+			est, fixed = l.answer, l.fixedAnswer
+		}
+	}
+	if est == nil {
+		return fixed
+	}
+	return max(time.Duration(float64(est.Delay())*l.multiple), l.floor)
+}
+
+// observe records the gaps of one stream, at now.
+func (l *gapLearner) observe(now int64, gaps []Gap) {
+	for _, g := range gaps {
+		est := l.answer
+		if g.Reasoning && l.reasoning != nil {
+			est = l.reasoning
+		}
+		if est == nil {
+			continue
+		}
+		if g.Censored {
+			est.ObserveCensored(now, int64(g.Length))
+		} else {
+			est.Observe(now, int64(g.Length))
+		}
+	}
+}
+
+// Learns reports whether the policy learns from the gaps of its streams.
+func (p *Policy) Learns() bool { return p.gaps != nil }
+
+// ObserveGaps records the gaps of one of the policy's committed streams.
+func (p *Policy) ObserveGaps(now int64, gaps []Gap) {
+	if p.gaps != nil {
+		p.gaps.observe(now, gaps)
+	}
+}

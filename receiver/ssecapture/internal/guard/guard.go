@@ -1,0 +1,193 @@
+// Package guard is the sse_capture proxy's guard: on streaming calls it
+// races attempts on the primary and alternate upstreams before the first
+// content chunk reaches the client (TTFT hedging, failover, a TTFT
+// timeout), and watches the committed stream for stalls after it. Every
+// decision is hedgecore's, the same code as the hedge client's: the guard
+// only carries it out on HTTP requests and bodies.
+package guard // import "github.com/streamstall/streamstall/receiver/ssecapture/internal/guard"
+
+import (
+	"net/http"
+	"net/url"
+	"path"
+	"sync"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/streamstall/streamstall/internal/hedgecore"
+)
+
+// Upstream is an alternate upstream: where its requests go, how they are
+// carried (confighttp's client, with its headers and TLS), and what its
+// attempts' spans say in server.address and server.port.
+type Upstream struct {
+	URL       *url.URL
+	Transport http.RoundTripper
+	Address   string
+	Port      int64
+}
+
+// Rule is the guard's settings for the models it matches. Durations of
+// zero are off.
+type Rule struct {
+	// Model is a path.Match glob on gen_ai.request.model; the default rule
+	// has none.
+	Model                 string
+	StallTimeout          time.Duration
+	ReasoningStallTimeout time.Duration
+	// AutoStall learns the stall timeouts set to AutoTimeout from the
+	// proxy's own streams.
+	AutoStall   bool
+	TTFTTimeout time.Duration
+	// Delay is the fixed hedge delay; 0 without AutoDelay: no TTFT hedge.
+	Delay         time.Duration
+	AutoDelay     bool
+	Quantile      float64
+	FallbackDelay time.Duration
+	MinSamples    int
+	MaxAttempts   int
+	// Budget is the bucket the rule's calls draw on (shared with the
+	// rules that have none of their own); nil: no budget.
+	Budget     *hedgecore.Budget
+	Alternates []Upstream
+}
+
+// AutoStall shapes learned stall timeouts.
+type AutoStall struct {
+	Multiple   float64
+	Floor      time.Duration
+	MinSamples int
+}
+
+// Settings configure a Guard.
+type Settings struct {
+	Default   Rule
+	Models    []Rule
+	AutoStall AutoStall
+	Clock     clockwork.Clock
+}
+
+// maxLearnedModels bounds the models a rule learns delays and gaps for
+// apart; the models past it learn together, in the rule's shared policy. A
+// request names its model, so without a bound a client could make the
+// proxy keep an estimator per name it invents.
+const maxLearnedModels = 1000
+
+// Guard holds the policies of every rule and the state calls share: the
+// budgets and what the rules learn.
+type Guard struct {
+	def       *rule
+	models    []*rule
+	clock     clockwork.Clock
+	autoStall AutoStall
+}
+
+type rule struct {
+	Rule
+	shared *Policy
+	mu     sync.Mutex
+	// perModel holds the policies of the models a learning rule has seen.
+	perModel map[string]*Policy
+}
+
+// Policy is what one call is guarded by: hedgecore's policy and the
+// upstreams its attempts go to (source 0, the primary, is the proxy's own).
+type Policy struct {
+	hp         *hedgecore.Policy
+	alternates []Upstream
+	ttft       bool // a TTFT timeout is set
+	gaps       *gapLearner
+}
+
+// New returns the guard of set.
+func New(set Settings) *Guard {
+	g := &Guard{clock: set.Clock, autoStall: set.AutoStall}
+	g.def = g.newRule(set.Default)
+	for _, r := range set.Models {
+		g.models = append(g.models, g.newRule(r))
+	}
+	return g
+}
+
+func (g *Guard) newRule(r Rule) *rule {
+	rl := &rule{Rule: r}
+	rl.shared = g.newPolicy(&rl.Rule)
+	if r.AutoDelay || r.AutoStall {
+		rl.perModel = map[string]*Policy{}
+	}
+	return rl
+}
+
+func (g *Guard) newPolicy(r *Rule) *Policy {
+	cfg := hedgecore.Config{
+		Sources:               1 + len(r.Alternates),
+		Delay:                 r.Delay,
+		MaxAttempts:           r.MaxAttempts,
+		Budget:                r.Budget,
+		StallTimeout:          max(r.StallTimeout, 0), // auto (< 0) is the gap learner's
+		ReasoningStallTimeout: max(r.ReasoningStallTimeout, 0),
+		TTFTTimeout:           r.TTFTTimeout,
+		NoTTFTHedge:           r.Delay <= 0 && !r.AutoDelay,
+	}
+	if r.AutoDelay {
+		cfg.Adaptive, cfg.Quantile, cfg.Delay, cfg.MinSamples = true, r.Quantile, r.FallbackDelay, r.MinSamples
+	}
+	p := &Policy{hp: hedgecore.NewPolicy(cfg), alternates: r.Alternates, ttft: r.TTFTTimeout > 0}
+	if r.AutoStall {
+		p.gaps = newGapLearner(g.autoStall, r.StallTimeout, r.ReasoningStallTimeout)
+	}
+	return p
+}
+
+// For returns the policy of a call to model: the first rule whose glob
+// matches it, else the default one.
+func (g *Guard) For(model string) *Policy {
+	r := g.def
+	for _, m := range g.models {
+		if ok, _ := path.Match(m.Model, model); ok {
+			r = m
+			break
+		}
+	}
+	if r.perModel == nil {
+		return r.shared
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p, ok := r.perModel[model]; ok {
+		return p
+	}
+	if len(r.perModel) >= maxLearnedModels {
+		return r.shared
+	}
+	p := g.newPolicy(&r.Rule)
+	r.perModel[model] = p
+	return p
+}
+
+// StallTimeout is the watchdog's timeout of a stream that has delivered an
+// answer chunk, or only reasoning chunks; 0 when off.
+func (p *Policy) StallTimeout(answered bool) time.Duration {
+	if p.gaps != nil {
+		return p.gaps.timeout(answered)
+	}
+	return time.Duration(p.hp.StallTimeoutFor(answered))
+}
+
+// stallDeadline is when the watchdog ends a stream whose last content chunk
+// came at last, 0 when never.
+func (p *Policy) stallDeadline(last int64, answered bool) int64 {
+	if p.gaps != nil {
+		if t := p.gaps.timeout(answered); t > 0 {
+			return last + int64(t)
+		}
+		return 0
+	}
+	return p.hp.StallDeadline(last, answered)
+}
+
+// watches reports whether the committed streams of the policy are watched.
+func (p *Policy) watches() bool {
+	return p.StallTimeout(true) > 0 || p.StallTimeout(false) > 0
+}

@@ -1,0 +1,264 @@
+package proxy
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/streamstall/streamstall/internal/hedgecore"
+	"github.com/streamstall/streamstall/internal/llmstream"
+	"github.com/streamstall/streamstall/internal/semconv"
+	"github.com/streamstall/streamstall/receiver/ssecapture/internal/guard"
+	"github.com/streamstall/streamstall/receiver/ssecapture/internal/metadata"
+)
+
+// finishReasonError is gen_ai.response.finish_reasons of a stream the guard
+// ended itself.
+const finishReasonError = "error"
+
+// HeaderTimeout bounds the wait for an upstream's response headers by
+// timeout, never the stream that follows, as the proxy does for its
+// primary; the receiver wraps the guard's alternates in it.
+func HeaderTimeout(next http.RoundTripper, timeout time.Duration) http.RoundTripper {
+	return &headerTimeout{next: next, timeout: timeout}
+}
+
+// guardTransport hands the requests of guarded calls to their session,
+// which sends them to the primary over next, and to the alternates.
+type guardTransport struct{ next http.RoundTripper }
+
+func (t *guardTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if c, ok := req.Context().Value(callKey{}).(*call); ok && c.guard != nil {
+		return c.guard.s.RoundTrip(req, t.next)
+	}
+	return t.next.RoundTrip(req)
+}
+
+// guardCall is a guarded call's side of the guard: its session, the span
+// ids of its attempts, and the content clock the watchdog reads.
+type guardCall struct {
+	s       *guard.Session
+	ids     [hedgecore.MaxAttempts]trace.SpanID
+	groupID string
+	// upstream is the alternate the span's attempt went to; nil: the primary.
+	upstream *guard.Upstream
+
+	// mu guards the tee's parsing (and what it records) once the watchdog
+	// may parse from its own goroutine; last and answered are what it
+	// reads.
+	mu       sync.Mutex
+	tee      *streamTee
+	last     int64
+	answered bool
+}
+
+// startGuard makes c a guarded call: its request goes through a session of
+// g, which races attempts and watches the committed stream.
+// guardable reports whether the guard knows the shape's own error frame:
+// OpenAI's three APIs and Anthropic's Messages. Gemini and Ollama streams
+// pass through unguarded, as they do with no guard block.
+func guardable(s llmstream.Shape) bool {
+	switch s {
+	case llmstream.ShapeChatCompletions, llmstream.ShapeCompletions, llmstream.ShapeResponses, llmstream.ShapeMessages:
+		return true
+	default:
+		return false
+	}
+}
+
+func (c *call) startGuard(g *guard.Guard, r *http.Request, body []byte) {
+	gc := &guardCall{s: g.NewSession(c.req.Model, c.shape, r.URL, body, c.start, c.d.stopping)}
+	gc.ids[0] = c.sc.SpanID()
+	gc.groupID = hex.EncodeToString(gc.ids[0][:])
+	gc.s.OnAttempt = func(i int, h http.Header) {
+		if i > 0 {
+			gc.ids[i] = newSpanID()
+		}
+		// Each attempt's upstream request names the attempt's own span.
+		propagation.TraceContext{}.Inject(trace.ContextWithSpanContext(context.Background(), c.attemptContext(gc.ids[i])),
+			propagation.HeaderCarrier(h))
+	}
+	c.guard = gc
+}
+
+func (c *call) attemptContext(id trace.SpanID) trace.SpanContext {
+	return trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: c.sc.TraceID(), SpanID: id, TraceFlags: c.sc.TraceFlags(), TraceState: c.sc.TraceState(),
+	})
+}
+
+// watch makes b's parsing safe from the watchdog's goroutine and starts the
+// watchdog, which reads the stream's content times from b.
+func (g *guardCall) watch(b *streamTee) {
+	b.mu, g.tee = &g.mu, b
+	g.s.Watch(g)
+}
+
+// LastContent parses what the tee has read and not parsed yet (the reads
+// since the last batch), so that the watchdog never takes content that has
+// arrived for silence.
+func (g *guardCall) LastContent() (int64, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.tee.parseBatch()
+	return g.last, g.answered
+}
+
+// content records a content chunk for the watchdog. It runs under mu.
+func (g *guardCall) content(at int64, kind string) {
+	g.last = at
+	if kind != semconv.ChunkKindReasoning {
+		g.answered = true
+	}
+}
+
+// serverAddressPort is where the span's attempt went.
+func (c *call) serverAddressPort() (string, int64) {
+	if c.guard != nil && c.guard.upstream != nil {
+		return c.guard.upstream.Address, c.guard.upstream.Port
+	}
+	return c.d.serverAddress, c.d.serverPort
+}
+
+// settleGuard ends the guarded call's session, makes c the span of the
+// attempt the client got, and emits the spans of the other attempts. It
+// runs at the start of finish, once the response is over.
+func (c *call) settleGuard() {
+	g := c.guard
+	losers := g.s.Finish()
+	rep := g.s.Representative()
+	if rep.Attempt > 0 {
+		// The span starts when the race started the attempt, so that the
+		// TTFT the stall processor derives is the one the race saw.
+		c.start, c.sc = rep.Start, c.attemptContext(g.ids[rep.Attempt])
+	}
+	g.upstream = rep.Upstream
+	g.putHedge(c.hedge, &rep, semconv.HedgeOutcomeWinner)
+	if ended := g.s.Ended(); ended != "" {
+		c.errType = ended
+		c.meta.FinishReasons = append(c.meta.FinishReasons, finishReasonError)
+	}
+	if t := g.s.StallTimeoutUsed(); t > 0 {
+		c.hedge.PutDouble(semconv.AttrStallTimeoutMs, float64(t)/1e6)
+	}
+	if pol := g.s.Policy(); pol.Learns() && c.chunks != nil && len(c.chunks.Chunks()) > 0 {
+		pol.ObserveGaps(c.d.clock.Now().UnixNano(), c.gaps())
+	}
+	for i := range losers {
+		c.emitLoser(&losers[i])
+	}
+	ctx := context.Background()
+	tel := c.d.telemetry
+	if n := g.s.Attempts() - 1; n > 0 {
+		tel.ReceiverSseCaptureHedgesStarted.Add(ctx, int64(n))
+	}
+	if g.s.Won() {
+		tel.ReceiverSseCaptureHedgesWon.Add(ctx, 1)
+	}
+	if n := g.s.Refused(); n > 0 {
+		tel.ReceiverSseCaptureHedgesRefused.Add(ctx, int64(n))
+	}
+}
+
+// gaps are the gaps between the call's content chunks for a learned stall
+// timeout; the silence an unfinished stream ended in is a censored one. A
+// gap across elided chunks (figures.Keeper) is none: each of the gaps in it
+// was at most keep_gaps_above, and they are not known one by one.
+func (c *call) gaps() []guard.Gap {
+	kept := c.chunks.Chunks()
+	gaps := make([]guard.Gap, 0, len(kept))
+	for i := 1; i < len(kept); i++ {
+		if kept[i].Elided > 0 {
+			continue
+		}
+		gaps = append(gaps, guard.Gap{
+			Length:    time.Duration(kept[i].At - kept[i-1].At),
+			Reasoning: kept[i].Kind == semconv.ChunkKindReasoning,
+		})
+	}
+	if !c.terminal || c.errType != "" {
+		last := kept[len(kept)-1]
+		gaps = append(gaps, guard.Gap{Length: time.Duration(c.d.clock.Now().UnixNano() - last.At), Censored: true,
+			Reasoning: last.Kind == semconv.ChunkKindReasoning})
+	}
+	return gaps
+}
+
+// putHedge writes an attempt's llm.hedge.* attributes (docs/contract.md
+// section 5) over whatever baggage said.
+func (g *guardCall) putHedge(m pcommon.Map, r *guard.Report, outcome string) {
+	m.PutStr(semconv.AttrHedgeGroupID, g.groupID)
+	m.PutInt(semconv.AttrHedgeAttempt, int64(r.Attempt))
+	m.PutStr(semconv.AttrHedgeOutcome, outcome)
+	if r.Trigger != hedgecore.TriggerPrimary {
+		m.PutStr(semconv.AttrHedgeTrigger, r.Trigger.String())
+	}
+	if r.DelaySource != hedgecore.DelayNone {
+		m.PutDouble(semconv.AttrHedgeDelayMs, float64(r.Delay)/1e6)
+		m.PutStr(semconv.AttrHedgeDelaySource, r.DelaySource.String())
+	}
+}
+
+// emitLoser emits the span of an attempt the client did not get: a sibling
+// of the call's span, in the same trace, from its start to the moment the
+// race dropped it or it failed.
+func (c *call) emitLoser(r *guard.Report) {
+	l := &call{
+		d: c.d, ctx: c.ctx, shape: c.shape, start: r.Start, req: c.req, parent: c.parent,
+		sc: c.attemptContext(c.guard.ids[r.Attempt]), hedge: pcommon.NewMap(), status: r.Status,
+		streaming: true, guard: &guardCall{upstream: r.Upstream},
+	}
+	c.hedge.CopyTo(l.hedge)
+	l.merge(&r.Meta)
+	c.guard.putHedge(l.hedge, r, semconv.HedgeOutcomeLoser)
+	if c.d.keepalives {
+		for _, f := range r.Frames {
+			l.frames = append(l.frames, frameEvent{at: f.At, kind: f.Kind.String()})
+		}
+	}
+	l.errType = loserErrType(r, l)
+	if l.errType == "" {
+		// Dropped because another attempt delivered first: it did nothing
+		// wrong, so it carries no error.type, as the hedge client's losers.
+		l.terminal = true
+	}
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutStr(semconv.AttrServiceName, c.d.service)
+	ss := rs.ScopeSpans().AppendEmpty()
+	ss.Scope().SetName(metadata.ScopeName)
+	l.fillSpan(ss.Spans().AppendEmpty(), r.End)
+	c.d.emit(td)
+}
+
+// loserErrType is the error.type of a failed attempt, "" for one the race
+// dropped; an error status is left to outcome (the provider's type or the
+// status code).
+func loserErrType(r *guard.Report, l *call) string {
+	var nerr net.Error
+	switch {
+	case r.Err == nil:
+		return ""
+	case errors.Is(r.Err, hedgecore.ErrTTFTTimeout):
+		return guard.ErrTypeTTFTTimeout
+	case r.Status >= 400:
+		return ""
+	case l.meta.ErrorType != "":
+		return l.meta.ErrorType // an error frame before any content
+	case errors.Is(r.Err, io.ErrUnexpectedEOF):
+		return errTypeTruncated
+	case errors.Is(r.Err, errUpstreamTimeout), errors.As(r.Err, &nerr) && nerr.Timeout():
+		return errTypeUpstreamTimeout
+	}
+	return errTypeUpstreamUnreachable
+}
