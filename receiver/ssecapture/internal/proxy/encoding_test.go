@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package proxy
 
 import (
@@ -212,7 +215,7 @@ func TestCodedStreamFiguresExact(t *testing.T) {
 			tee, body, want := newCodedTee(reads, headerCoding(coding), DefaultMaxDecodedResponseBytes)
 			c := tee.c
 			got := readAll(t, tee)
-			assert.True(t, want == got, "the client gets the coded bytes as sent")
+			assert.Equal(t, want, got, "the client gets the coded bytes as sent")
 			assert.True(t, body.closed)
 
 			var wantAt []int64
@@ -360,7 +363,7 @@ func TestCodedStreamBomb(t *testing.T) {
 	feed := tee.decoder.emit
 	tee.decoder.emit = func(p []byte) { emitted += int64(len(p)); feed(p) }
 	got := readAll(t, tee)
-	assert.True(t, want == got, "the client gets every byte")
+	assert.Equal(t, want, got, "the client gets every byte")
 	assert.Equal(t, int64(limit), emitted, "decoding stopped at the limit")
 	assert.Len(t, tee.c.chunks, 2)
 	assert.Equal(t, captureDecodedLimit, tee.c.captureErr)
