@@ -1,3 +1,5 @@
+# Copyright The streamstall Authors
+# SPDX-License-Identifier: Apache-2.0
 # streamstall: the two commands a new machine needs are `make run` (the demo)
 # and `make test` (every test, including the end-to-end ones against the real
 # collector and a real Jaeger). Everything else is built from the Go module

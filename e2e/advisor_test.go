@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 //go:build e2e
 
 package e2e
@@ -181,7 +184,7 @@ func mustRunClient(t *testing.T, name, fakeURL, otlpURL, advisorURL string, call
 
 func fetchAdvice(url string) (advice.Response, error) {
 	var resp advice.Response
-	r, err := http.Get(url)
+	r, err := http.Get(url) //nolint:gosec // the test's own advisor on loopback
 	if err != nil {
 		return resp, err
 	}

@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 //go:build e2e
 
 package e2e
@@ -106,7 +109,8 @@ func ingestAttempts(t *testing.T, ingestURL string, n int, at forgedAttempt, ref
 	now := time.Now()
 	for range n {
 		rec := map[string]any{"name": "chat " + clientModel, "attributes": map[string]any{
-			semconv.AttrProviderName: "openai", semconv.AttrRequestModel: clientModel}}
+			semconv.AttrProviderName: "openai", semconv.AttrRequestModel: clientModel,
+		}}
 		if at.ttft == 0 {
 			rec["start_time_unix_nano"] = strconv.FormatInt(now.Add(-at.ran).UnixNano(), 10)
 			rec["end_time_unix_nano"] = strconv.FormatInt(now.UnixNano(), 10)

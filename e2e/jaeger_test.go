@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 //go:build e2e
 
 package e2e
@@ -65,9 +68,17 @@ func startFakellm(t *testing.T) string {
 // with fakellm's timing script and extra headers, and reads it to the end.
 func chat(ctx context.Context, t *testing.T, proxy, model, script string, hdr map[string]string) {
 	t.Helper()
+	require.NoError(t, chatErr(ctx, proxy, model, script, hdr))
+}
+
+// chatErr is chat for a goroutine other than the test's, which must not
+// stop the test itself: it returns what went wrong.
+func chatErr(ctx context.Context, proxy, model, script string, hdr map[string]string) error {
 	body := fmt.Sprintf(`{"model":%q,"stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`, model)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, proxy+"/v1/chat/completions", strings.NewReader(body))
-	require.NoError(t, err)
+	if err != nil {
+		return err
+	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer sk-e2e")
 	req.Header.Set(fakellm.HeaderScript, script)
@@ -75,12 +86,20 @@ func chat(ctx context.Context, t *testing.T, proxy, model, script string, hdr ma
 		req.Header.Set(k, v)
 	}
 	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
+	if err != nil {
+		return err
+	}
 	defer func() { _ = resp.Body.Close() }()
 	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	require.Equal(t, http.StatusOK, resp.StatusCode, string(b))
-	require.Contains(t, string(b), "data: [DONE]")
+	switch {
+	case err != nil:
+		return err
+	case resp.StatusCode != http.StatusOK:
+		return fmt.Errorf("status %d: %s", resp.StatusCode, b)
+	case !strings.Contains(string(b), "data: [DONE]"):
+		return fmt.Errorf("no data: [DONE] in %q", b)
+	}
+	return nil
 }
 
 // TestJaegerEndToEnd drives streams with stalls through the proxy, a hedged
@@ -105,10 +124,9 @@ func TestJaegerEndToEnd(t *testing.T) {
 	// starts first but its first chunk comes after attempt 1's, so the
 	// processor judges attempt 1 the winner (FIRST_DELIVERED).
 	trace := "4bf92f3577b34da6a3ce929d0e0e4736"
-	pair := make(chan struct{})
+	pair := make(chan error, 1)
 	go func() {
-		defer close(pair)
-		chat(ctx, t, proxy, "hedge-model", `{"ttft_ms":700,"gaps_ms":[10,10]}`, map[string]string{
+		pair <- chatErr(ctx, proxy, "hedge-model", `{"ttft_ms":700,"gaps_ms":[10,10]}`, map[string]string{
 			"traceparent": "00-" + trace + "-00f067aa0ba902b7-01",
 			"baggage":     "llm.hedge.group_id=e2e-group,llm.hedge.attempt=0",
 		})
@@ -118,7 +136,7 @@ func TestJaegerEndToEnd(t *testing.T) {
 		"traceparent": "00-" + trace + "-00f067aa0ba902b7-01",
 		"baggage":     "llm.hedge.group_id=e2e-group,llm.hedge.attempt=1,llm.hedge.trigger=ttft",
 	})
-	<-pair
+	require.NoError(t, <-pair, "attempt 0 of the pair")
 
 	// An OpenLLMetry-shaped span through OTLP.
 	td := ptrace.NewTraces()

@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 //go:build e2e
 
 package e2e
@@ -139,8 +142,10 @@ func TestNativeSDKsEndToEnd(t *testing.T) {
 			u, err := url.Parse(proxy)
 			require.NoError(t, err)
 			var text strings.Builder
-			require.NoError(t, api.NewClient(u, hc).Chat(ctx, &api.ChatRequest{Model: "llama3.2",
-				Messages: []api.Message{{Role: "user", Content: "hi"}}}, func(r api.ChatResponse) error {
+			require.NoError(t, api.NewClient(u, hc).Chat(ctx, &api.ChatRequest{
+				Model:    "llama3.2",
+				Messages: []api.Message{{Role: "user", Content: "hi"}},
+			}, func(r api.ChatResponse) error {
 				text.WriteString(r.Message.Content)
 				return nil
 			}))

@@ -1,8 +1,10 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package hedge
 
 import (
 	"context"
-	"errors"
 	"io"
 	"sync/atomic"
 	"testing"
@@ -166,8 +168,10 @@ func TestStreamHedgeCommitsFirstDelivered(t *testing.T) {
 	require.NoError(t, c.end(t))
 
 	res := c.call.Result()
-	assert.Equal(t, Result{Text: "Hello", Source: "b", Model: "b-2025", Usage: Usage{InputTokens: 3, OutputTokens: 2},
-		FinishReason: "stop", Attempts: 2}, res)
+	assert.Equal(t, Result{
+		Text: "Hello", Source: "b", Model: "b-2025", Usage: Usage{InputTokens: 3, OutputTokens: 2},
+		FinishReason: "stop", Attempts: 2,
+	}, res)
 }
 
 func TestStreamWatchdogOnFakeClock(t *testing.T) {
@@ -271,7 +275,7 @@ func TestCloseBeforeEndLeavesNothingRunning(t *testing.T) {
 	call.Close()
 	recv(t, pa.closed)
 	assert.False(t, call.Next())
-	assert.True(t, errors.Is(call.Err(), errCallClosed))
+	assert.ErrorIs(t, call.Err(), errCallClosed)
 }
 
 func TestNewValidates(t *testing.T) {

@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package hedge races streaming LLM calls across sources, the way errgroup
 // runs goroutines: a small surface, context first, errors returned, no
 // goroutine left behind.
@@ -17,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -171,7 +175,7 @@ func (e *StatusError) Error() string {
 // Fatal reports whether the status means the request itself is wrong.
 func (e *StatusError) Fatal() bool {
 	switch {
-	case e.StatusCode == 408, e.StatusCode == 409, e.StatusCode == 425, e.StatusCode == 429:
+	case e.StatusCode == http.StatusRequestTimeout, e.StatusCode == http.StatusConflict, e.StatusCode == http.StatusTooEarly, e.StatusCode == http.StatusTooManyRequests:
 		return false
 	case e.StatusCode >= 400 && e.StatusCode < 500:
 		return true

@@ -1,9 +1,11 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package hedge
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -79,10 +81,14 @@ func recordOf(recs []fakellm.Request, model string) fakellm.Request {
 
 func TestIntegrationStalledPrimaryLosesToHedge(t *testing.T) {
 	srv, url := startFakeLLM(t)
-	slow := NewOpenAIChatSource(Endpoint{Name: "slow", BaseURL: url, Model: "slow-model",
-		Header: script(t, fakellm.Script{TTFTMillis: 3000, GapsMillis: gaps(5, 1)})})
-	fast := NewAnthropicSource(Endpoint{Name: "fast", BaseURL: url, Model: "fast-model",
-		Header: script(t, fakellm.Script{TTFTMillis: 5, GapsMillis: gaps(5, 2)})})
+	slow := NewOpenAIChatSource(Endpoint{
+		Name: "slow", BaseURL: url, Model: "slow-model",
+		Header: script(t, fakellm.Script{TTFTMillis: 3000, GapsMillis: gaps(5, 1)}),
+	})
+	fast := NewAnthropicSource(Endpoint{
+		Name: "fast", BaseURL: url, Model: "fast-model",
+		Header: script(t, fakellm.Script{TTFTMillis: 5, GapsMillis: gaps(5, 2)}),
+	})
 	h, err := New([]Source{slow, fast}, Delay(50*time.Millisecond))
 	require.NoError(t, err)
 
@@ -244,7 +250,7 @@ func TestIntegrationCallerCancel(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	_, err = h.Complete(ctx, hello)
-	assert.True(t, errors.Is(err, context.DeadlineExceeded), "got %v", err)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.True(t, waitRecords(t, srv, 1)[0].Disconnected)
 }
 
@@ -284,7 +290,7 @@ func TestIntegrationBrokenStreamAfterCommit(t *testing.T) {
 	assert.Equal(t, 2, n)
 	require.Error(t, call.Err())
 	var stall *StallError
-	assert.False(t, errors.As(call.Err(), &stall), "a cut is not a stall")
+	assert.NotErrorAs(t, call.Err(), &stall, "a cut is not a stall")
 
 	// With continuation another source continues the delivered text.
 	h, err = New([]Source{
@@ -333,8 +339,10 @@ func TestIntegrationGeminiAndOllamaSources(t *testing.T) {
 	gemini := func(name, model string, s fakellm.Script) Source {
 		return NewGeminiSource(Endpoint{Name: name, BaseURL: root + "/v1beta", Model: model, APIKey: "k", Header: script(t, s)})
 	}
-	ollama := NewOllamaSource(Endpoint{Name: "ollama", BaseURL: root, Model: "llama3.2",
-		Header: script(t, fakellm.Script{TTFTMillis: 5, GapsMillis: gaps(4, 2)})})
+	ollama := NewOllamaSource(Endpoint{
+		Name: "ollama", BaseURL: root, Model: "llama3.2",
+		Header: script(t, fakellm.Script{TTFTMillis: 5, GapsMillis: gaps(4, 2)}),
+	})
 	h, err := New([]Source{gemini("gemini", "gemini-slow", fakellm.Script{TTFTMillis: 3000, GapsMillis: gaps(4, 1)}), ollama}, Delay(50*time.Millisecond))
 	require.NoError(t, err)
 	res, err := h.Complete(context.Background(), hello)
@@ -350,8 +358,10 @@ func TestIntegrationGeminiAndOllamaSources(t *testing.T) {
 	for _, vertex := range []bool{false, true} {
 		src := gemini("gemini", "gemini-2.5-flash", fakellm.Script{TTFTMillis: 5, GapsMillis: gaps(6, 1)})
 		if vertex {
-			src = NewGeminiSource(Endpoint{Name: "vertex", BaseURL: root + "/v1/projects/p/locations/l/publishers/google", Model: "gemini-2.5-flash",
-				Header: script(t, fakellm.Script{TTFTMillis: 5, GapsMillis: gaps(6, 1)})})
+			src = NewGeminiSource(Endpoint{
+				Name: "vertex", BaseURL: root + "/v1/projects/p/locations/l/publishers/google", Model: "gemini-2.5-flash",
+				Header: script(t, fakellm.Script{TTFTMillis: 5, GapsMillis: gaps(6, 1)}),
+			})
 			assert.Equal(t, "gcp.vertex_ai", src.Provider())
 		}
 		h, err := New([]Source{src})

@@ -1,9 +1,13 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package hedge
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -246,7 +250,7 @@ func (st *httpStream) Recv() (Event, error) {
 		return Event{}, io.EOF
 	}
 	ev, err := st.r.Next()
-	if err == io.EOF && len(st.meta.FinishReasons) > 0 {
+	if errors.Is(err, io.EOF) && len(st.meta.FinishReasons) > 0 {
 		// A clean end after a finish reason is a complete answer, as the
 		// proxy counts it: Gemini sends no terminal frame at all.
 		return st.done(), nil
@@ -278,8 +282,10 @@ func (st *httpStream) Recv() (Event, error) {
 // done is the EventDone that ends the stream.
 func (st *httpStream) done() Event {
 	st.ended = true
-	out := Event{Type: EventDone, Model: st.meta.ResponseModel,
-		Usage: Usage{InputTokens: st.meta.InputTokens, OutputTokens: st.meta.OutputTokens}}
+	out := Event{
+		Type: EventDone, Model: st.meta.ResponseModel,
+		Usage: Usage{InputTokens: st.meta.InputTokens, OutputTokens: st.meta.OutputTokens},
+	}
 	if n := len(st.meta.FinishReasons); n > 0 {
 		out.FinishReason = st.meta.FinishReasons[n-1]
 	}

@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package hedge
 
 import (
@@ -51,8 +54,10 @@ func mustJSON(t *testing.T, v any) string {
 }
 
 func TestStatusErrorClasses(t *testing.T) {
-	for code, fatal := range map[int]bool{400: true, 401: true, 403: true, 404: true, 413: true, 422: true,
-		408: false, 409: false, 425: false, 429: false, 500: false, 503: false, 529: false} {
+	for code, fatal := range map[int]bool{
+		400: true, 401: true, 403: true, 404: true, 413: true, 422: true,
+		408: false, 409: false, 425: false, 429: false, 500: false, 503: false, 529: false,
+	} {
 		assert.Equal(t, fatal, (&StatusError{StatusCode: code}).Fatal(), "status %d", code)
 	}
 	assert.Equal(t, 529, streamErrorStatus("overloaded_error"))
@@ -66,8 +71,10 @@ func TestEncodeGemini(t *testing.T) {
 	src := NewGeminiSource(Endpoint{BaseURL: "https://generativelanguage.googleapis.com/v1beta/", Model: "gemini-2.5-flash"})
 	assert.Equal(t, "gcp.gemini", src.Provider())
 	assert.Equal(t, "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse", src.(*httpSource).url)
-	req := &Request{System: "be brief", Messages: []Message{{Role: "user", Content: "hi"}, {Role: "assistant", Content: "Hi."}, {Role: "user", Content: "more"}},
-		MaxTokens: 9, Prefix: "Well, "}
+	req := &Request{
+		System: "be brief", Messages: []Message{{Role: "user", Content: "hi"}, {Role: "assistant", Content: "Hi."}, {Role: "user", Content: "more"}},
+		MaxTokens: 9, Prefix: "Well, ",
+	}
 	assert.JSONEq(t, `{
 		"systemInstruction": {"parts": [{"text": "be brief"}]},
 		"generationConfig": {"maxOutputTokens": 9},
@@ -90,8 +97,10 @@ func TestEncodeOllama(t *testing.T) {
 }
 
 func TestGoogleStreamErrorStatus(t *testing.T) {
-	for name, status := range map[string]int{"RESOURCE_EXHAUSTED": 429, "UNAVAILABLE": 503, "INVALID_ARGUMENT": 400,
-		"UNAUTHENTICATED": 401, "PERMISSION_DENIED": 403, "NOT_FOUND": 404, "DEADLINE_EXCEEDED": 504, "INTERNAL": 500} {
+	for name, status := range map[string]int{
+		"RESOURCE_EXHAUSTED": 429, "UNAVAILABLE": 503, "INVALID_ARGUMENT": 400,
+		"UNAUTHENTICATED": 401, "PERMISSION_DENIED": 403, "NOT_FOUND": 404, "DEADLINE_EXCEEDED": 504, "INTERNAL": 500,
+	} {
 		assert.Equal(t, status, streamErrorStatus(name), name)
 	}
 }

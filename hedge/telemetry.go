@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package hedge
 
 import (
@@ -98,7 +101,7 @@ func (t *callTelemetry) keepalive(span trace.Span, at int64) {
 	}
 }
 
-func (t *callTelemetry) endAttempt(a *liveAttempt, src Source, winner bool, err error, now int64) {
+func (t *callTelemetry) endAttempt(a *liveAttempt, _ Source, winner bool, err error, now int64) {
 	if !t.on {
 		return
 	}

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Copyright The streamstall Authors
+# SPDX-License-Identifier: Apache-2.0
 # usercost.sh: what a program that imports only the hedge client costs its
 # user, from a clean module cache and a clean build cache. A throwaway module
 # outside the repository requires streamstall through a replace directive to

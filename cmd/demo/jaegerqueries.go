@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package main
 
 import (
@@ -85,12 +88,12 @@ func times(n int64) string {
 	return fmt.Sprintf("%d times", n)
 }
 
-// plural is n and noun, with an s unless n is 1.
-func plural(n int, noun string) string {
+// traces is "1 trace" or "n traces".
+func traces(n int) string {
 	if n == 1 {
-		return "1 " + noun
+		return "1 trace"
 	}
-	return fmt.Sprintf("%d %ss", n, noun)
+	return fmt.Sprintf("%d traces", n)
 }
 
 // longest returns the stalled span with the longest single stall.
@@ -143,7 +146,7 @@ func printJaegerQueries(ctx context.Context, w io.Writer, j *harness.Jaeger, spa
 		"(the UI is not served by a Jaeger built with go build; docs/jaeger.md says how to get it):\n\n")
 	out.Printf("JAEGER_URL=%s\n%s\n", j.QueryURL, jqFilters)
 	for _, s := range searches {
-		out.Printf("\n# %s: %s with a call that stalled %s\n%s\n", s.service, plural(len(s.traces), "trace"),
+		out.Printf("\n# %s: %s with a call that stalled %s\n%s\n", s.service, traces(len(s.traces)),
 			times(s.stallCount), curlSearch(s.service, s.tags(), "STALLED"))
 	}
 	if sp, ms, ok := longest(spans); ok {
@@ -155,11 +158,11 @@ func printJaegerQueries(ctx context.Context, w io.Writer, j *harness.Jaeger, spa
 			"curl -s \"$JAEGER_URL/api/traces/%s\" | jq -c \"$STALLED\"\n", ms, sp.Name(), id)
 	}
 	losers := map[string]string{semconv.AttrHedgeLoser: "true"}
-	if traces, err := j.FindTraces(ctx, proxyService+"-gateway", losers); err != nil {
+	if found, err := j.FindTraces(ctx, proxyService+"-gateway", losers); err != nil {
 		return err
-	} else if len(traces) > 0 {
+	} else if len(found) > 0 {
 		out.Printf("\n# the hedging client's %s with a loser, loser and winner side by side\n%s\n",
-			plural(len(traces), "trace"), curlSearch(proxyService+"-gateway", losers, "HEDGED"))
+			traces(len(found)), curlSearch(proxyService+"-gateway", losers, "HEDGED"))
 	}
 	return out.Err
 }

@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package main
 
 import (
@@ -56,5 +59,5 @@ func TestCurlSearch(t *testing.T) {
   --data-urlencode 'tags={"llm.hedge.loser":"true","llm.stream.stall_count":"2"}' --data-urlencode limit=100 | jq -c "$STALLED"`,
 		curlSearch("streamstall-demo", map[string]string{"llm.stream.stall_count": "2", "llm.hedge.loser": "true"}, "STALLED"))
 	assert.Equal(t, []string{"once", "twice", "3 times"}, []string{times(1), times(2), times(3)})
-	assert.Equal(t, []string{"1 trace", "4 traces"}, []string{plural(1, "trace"), plural(4, "trace")})
+	assert.Equal(t, []string{"1 trace", "4 traces"}, []string{traces(1), traces(4)})
 }

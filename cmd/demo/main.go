@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Command demo runs streamstall end to end on one machine with no outside
 // service: fakellm (a scripted LLM upstream with realistic stalls), the
 // ocb-built collector with sse_capture -> stall -> stall_metrics, real
@@ -50,15 +53,24 @@ func main() {
 	flag.BoolVar(&o.hold, "hold", o.hold, "with -jaeger: keep running after the summary until Ctrl-C, so that Jaeger can be queried")
 	flag.Parse()
 
+	os.Exit(runMain(o))
+}
+
+// runMain runs the demo until it ends or is interrupted and returns the
+// exit code, after the signal handler is gone.
+func runMain(o options) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, o, os.Stdout); err != nil {
-		if errors.Is(err, context.Canceled) {
-			fmt.Fprintln(os.Stderr, "demo: interrupted")
-			os.Exit(130)
-		}
+	err := run(ctx, o, os.Stdout)
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, context.Canceled):
+		fmt.Fprintln(os.Stderr, "demo: interrupted")
+		return 130
+	default:
 		fmt.Fprintln(os.Stderr, "demo:", err)
-		os.Exit(1)
+		return 1
 	}
 }
 

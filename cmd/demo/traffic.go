@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package main
 
 import (
@@ -36,8 +39,12 @@ var profileMix = []struct {
 	profile string
 	weight  int
 }{
-	{fakellm.ProfileSteady, 40}, {fakellm.ProfileStall, 30}, {fakellm.ProfileStallKeepalive, 15},
-	{fakellm.ProfileSlowFirst, 10}, {fakellm.ProfileBurst, 5}, {fakellm.ProfileReasoning, 8},
+	{fakellm.ProfileSteady, 40},
+	{fakellm.ProfileStall, 30},
+	{fakellm.ProfileStallKeepalive, 15},
+	{fakellm.ProfileSlowFirst, 10},
+	{fakellm.ProfileBurst, 5},
+	{fakellm.ProfileReasoning, 8},
 }
 
 var models = []struct{ api, model string }{
@@ -124,7 +131,7 @@ func stream(ctx context.Context, oa openai.Client, an anthropic.Client, c planne
 	op2, ap2 := hdr(fakellm.HeaderSeed, fmt.Sprint(c.seed))
 	if c.api == "anthropic" {
 		s := an.Messages.NewStreaming(ctx, anthropic.MessageNewParams{
-			Model: anthropic.Model(c.model), MaxTokens: 1024,
+			Model: c.model, MaxTokens: 1024,
 			Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Why do LLM streams stall?"))},
 		}, ap1, ap2)
 		answered()
@@ -146,7 +153,7 @@ func stream(ctx context.Context, oa openai.Client, an anthropic.Client, c planne
 // hedgedCalls runs the hedging client against fakellm directly (not through
 // the proxy, which would record the same attempts twice) and exports its
 // spans to the collector's OTLP receiver. It returns the spans it emitted.
-func hedgedCalls(ctx context.Context, st *stack, o options) (int, error) {
+func hedgedCalls(ctx context.Context, st *stack, _ options) (int, error) {
 	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(st.otlpURL+"/v1/traces"))
 	if err != nil {
 		return 0, err

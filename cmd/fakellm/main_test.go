@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package main
 
 import (
@@ -24,8 +27,10 @@ func TestRunServesUntilCancelled(t *testing.T) {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-print-addr", "-profile", "stall",
-			"-time-factor", "0.001", "-chunks", "5", "-seed", "3"}, pw)
+		done <- run(ctx, []string{
+			"-addr", "127.0.0.1:0", "-print-addr", "-profile", "stall",
+			"-time-factor", "0.001", "-chunks", "5", "-seed", "3",
+		}, pw)
 	}()
 	addr, err := bufio.NewReader(pr).ReadString('\n')
 	require.NoError(t, err)

@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package main
 
 import (
@@ -24,7 +27,7 @@ func TestFleetTargetsW2(t *testing.T) {
 	assert.LessOrEqual(t, fleet.first.quantile(0.99), 1.1*warm.quantile(0.99), "from the first call")
 	assert.LessOrEqual(t, fleet.all.extraPct(), warm.extraPct()+2)
 	assert.Greater(t, local.all.quantile(0.99), 2*fleet.all.quantile(0.99), "local learning is the baseline to beat")
-	assert.Equal(t, fleetTestProcs, len(fleet.first.completions))
+	assert.Len(t, fleet.first.completions, fleetTestProcs)
 }
 
 // TestFleetW1SpendsLikeAWarmProcess: on W1 the tail is the stalls', which

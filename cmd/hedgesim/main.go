@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Command hedgesim runs the hedging client's real decision code
 // (internal/hedgecore: learned delays, budget, commit and cancel, watchdog,
 // stall_after, continuation) in a discrete-event simulation against

@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package stallmetricsconnector
 
 import (
@@ -22,11 +25,15 @@ import (
 // docs/contract.md section 4's worked examples and their neighbours.
 var (
 	// Stalls of 3 s and 6 s; gaps 50 50 3000 50 6000 50 50 ms.
-	workedExample = call{service: "chat-api", attrs: genAI("openai", "gpt-4o"),
-		chunksMs: []int64{100, 150, 200, 3200, 3250, 9250, 9300, 9350}}
+	workedExample = call{
+		service: "chat-api", attrs: genAI("openai", "gpt-4o"),
+		chunksMs: []int64{100, 150, 200, 3200, 3250, 9250, 9300, 9350},
+	}
 	// One stall of two gaps, 10 s.
-	trickle = call{service: "chat-api", attrs: genAI("openai", "gpt-4o"),
-		chunksMs: []int64{0, 5000, 10000, 10050}}
+	trickle = call{
+		service: "chat-api", attrs: genAI("openai", "gpt-4o"),
+		chunksMs: []int64{0, 5000, 10000, 10050},
+	}
 	// One chunk: TTFT only.
 	oneChunk = call{service: "chat-api", attrs: genAI("openai", "gpt-4o-mini"), chunksMs: []int64{800}}
 	// Provider and model through their fallbacks, no stall.
@@ -36,12 +43,16 @@ var (
 	// Not a streaming call: no chunk, no metric.
 	nonStreaming = call{service: "chat-api", attrs: genAI("openai", "gpt-4o")}
 	// A hedged call: the primary won, the stall-triggered attempt lost.
-	primaryWinner = call{service: "chat-api", attrs: genAI("openai", "gpt-4o",
-		semconv.AttrHedgeGroupID, "g1", semconv.AttrHedgeAttempt, 0, semconv.AttrHedgeOutcome, "winner"),
-		chunksMs: []int64{400, 450, 500}}
-	hedgeLoser = call{service: "chat-api", attrs: genAI("azure.ai.openai", "gpt-4o",
-		semconv.AttrHedgeGroupID, "g1", semconv.AttrHedgeAttempt, 1, semconv.AttrHedgeTrigger, "ttft", semconv.AttrHedgeOutcome, "loser"),
-		startMs: 300, chunksMs: []int64{700, 5000, 5100}}
+	primaryWinner = call{
+		service: "chat-api", attrs: genAI("openai", "gpt-4o",
+			semconv.AttrHedgeGroupID, "g1", semconv.AttrHedgeAttempt, 0, semconv.AttrHedgeOutcome, "winner"),
+		chunksMs: []int64{400, 450, 500},
+	}
+	hedgeLoser = call{
+		service: "chat-api", attrs: genAI("azure.ai.openai", "gpt-4o",
+			semconv.AttrHedgeGroupID, "g1", semconv.AttrHedgeAttempt, 1, semconv.AttrHedgeTrigger, "ttft", semconv.AttrHedgeOutcome, "loser"),
+		startMs: 300, chunksMs: []int64{700, 5000, 5100},
+	}
 	// An attempt that failed before any chunk, flagged loser by a condition.
 	failedAttempt = call{service: "chat-api", attrs: genAI("openai", "gpt-4o",
 		semconv.AttrHedgeGroupID, "g2", semconv.AttrHedgeAttempt, 2, semconv.AttrHedgeTrigger, "error", semconv.AttrHedgeLoser, true)}
@@ -50,8 +61,10 @@ var (
 		semconv.AttrHedgeGroupID, "g3", semconv.AttrHedgeAttempt, 1, semconv.AttrHedgeTrigger, "stall", semconv.AttrHedgeOutcome, "loser",
 		semconv.AttrUsageOutputTokens, 57), chunksMs: []int64{200, 250}}
 	// A reasoning model: three thinking chunks, then the answer 2 s later.
-	thinker = call{service: "chat-api", attrs: genAI("anthropic", "claude-sonnet-4-5"),
-		chunksMs: []int64{300, 350, 400, 2400, 2450}, reasoning: 3}
+	thinker = call{
+		service: "chat-api", attrs: genAI("anthropic", "claude-sonnet-4-5"),
+		chunksMs: []int64{300, 350, 400, 2400, 2450}, reasoning: 3,
+	}
 )
 
 func allCalls() []call {
@@ -385,8 +398,10 @@ func TestDroppedChunkEvents(t *testing.T) {
 		cfg.MaxStallEvents = 1
 	})
 	p.start()
-	threeStalls := call{service: "chat-api", attrs: genAI("openai", "gpt-4o"),
-		chunksMs: []int64{100, 3100, 3200, 8200, 8300, 15300}}
+	threeStalls := call{
+		service: "chat-api", attrs: genAI("openai", "gpt-4o"),
+		chunksMs: []int64{100, 3100, 3200, 8200, 8300, 15300},
+	}
 	p.consume(threeStalls)
 	p.flush(15 * time.Second)
 	md := onlyExport(t, p)

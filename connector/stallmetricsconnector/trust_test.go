@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package stallmetricsconnector
 
 import (
@@ -72,14 +75,18 @@ func TestInconsistentSpansRecordNothing(t *testing.T) {
 	o := newObserved(t, defaultConfig())
 	md := o.export(t, traces(
 		call{service: "s", attrs: map[string]any{semconv.AttrChunkCount: "many"}},
-		call{service: "s", attrs: map[string]any{semconv.AttrChunkCount: 2, semconv.AttrTTFTMs: -5.0, semconv.AttrGenerationMs: "x",
-			semconv.AttrActiveGenerationMs: 10.0, semconv.AttrStallCount: 1, semconv.AttrStallMs: 2500.0}},
+		call{service: "s", attrs: map[string]any{
+			semconv.AttrChunkCount: 2, semconv.AttrTTFTMs: -5.0, semconv.AttrGenerationMs: "x",
+			semconv.AttrActiveGenerationMs: 10.0, semconv.AttrStallCount: 1, semconv.AttrStallMs: 2500.0,
+		}},
 		call{service: "s", attrs: map[string]any{semconv.AttrChunkCount: 1, semconv.AttrTTFTMs: math.NaN()}},
 		// An ingest record with no chunk times and stall figures.
 		call{service: "s", attrs: map[string]any{semconv.AttrStallCount: 3, semconv.AttrStallMs: 90000.0}},
 		// One chunk and forged stall figures, on a hedge attempt.
-		call{service: "s", attrs: map[string]any{semconv.AttrChunkCount: 1, semconv.AttrStallCount: 7,
-			semconv.AttrStallMs: 50000.0, semconv.AttrActiveTPS: 9999.0, semconv.AttrHedgeAttempt: 1}},
+		call{service: "s", attrs: map[string]any{
+			semconv.AttrChunkCount: 1, semconv.AttrStallCount: 7,
+			semconv.AttrStallMs: 50000.0, semconv.AttrActiveTPS: 9999.0, semconv.AttrHedgeAttempt: 1,
+		}},
 		carriedWorkedExample(),
 	))
 	assert.Equal(t, int64(1), sumValue(t, md, semconv.MetricCalls, nil), "only the consistent span is a call")
@@ -119,8 +126,10 @@ func TestForgedFiguresThroughTheProcessor(t *testing.T) {
 	p.consume(
 		call{service: "s", attrs: genAI("openai", "gpt-4o", semconv.AttrStallCount, 3, semconv.AttrStallMs, 90000.0)},
 		call{service: "s", attrs: genAI("openai", "gpt-4o", semconv.AttrChunkCount, 1, semconv.AttrStallCount, 3, semconv.AttrStallMs, 90000.0)},
-		call{service: "s", attrs: genAI("openai", "gpt-4o", semconv.AttrStallCount, 7, semconv.AttrStallMs, 50000.0, semconv.AttrActiveTPS, 9999.0),
-			chunksMs: []int64{850}},
+		call{
+			service: "s", attrs: genAI("openai", "gpt-4o", semconv.AttrStallCount, 7, semconv.AttrStallMs, 50000.0, semconv.AttrActiveTPS, 9999.0),
+			chunksMs: []int64{850},
+		},
 	)
 	p.flush(time.Second)
 	md := onlyExport(t, p)

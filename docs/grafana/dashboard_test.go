@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package grafana_test
 
 import (
@@ -5,7 +8,6 @@ import (
 	"encoding/json"
 	"os"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -89,7 +91,7 @@ func TestDashboardWorksWithEveryMetricNames(t *testing.T) {
 func TestDashboardDataSource(t *testing.T) {
 	b, err := os.ReadFile(dashboardPath)
 	require.NoError(t, err)
-	assert.False(t, strings.Contains(string(b), "${DS_"), "a ${DS_...} placeholder of an import input: file provisioning does not replace it")
+	assert.NotContains(t, string(b), "${DS_", "a ${DS_...} placeholder of an import input: file provisioning does not replace it")
 	type dataSource struct {
 		Type string `json:"type"`
 		UID  string `json:"uid"`
@@ -120,7 +122,7 @@ func TestDashboardDataSource(t *testing.T) {
 		} `json:"templating"`
 	}
 	require.NoError(t, json.Unmarshal(b, &d))
-	assert.Len(t, d.Inputs, 0, "__inputs: the datasource variable replaces the import input")
+	assert.Empty(t, d.Inputs, "__inputs: the datasource variable replaces the import input")
 	assert.NotEmpty(t, d.UID)
 	assert.NotEmpty(t, d.Title)
 

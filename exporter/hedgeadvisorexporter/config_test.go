@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package hedgeadvisorexporter
 
 import (
@@ -24,8 +27,10 @@ func TestLoadConfig(t *testing.T) {
 	full.TTFTQuantile, full.GapQuantile = 0.9, 0.99
 	full.MinSamples, full.Window, full.MaxSeries, full.MaxLabelLength = 200, 5*time.Minute, 50, 64
 	full.Dimensions = []dimension.Dimension{{Name: "service.name"}, {Name: "deployment.environment.name", Default: &unknown}}
-	full.Trust = TrustConfig{Ingest: true, RequireAuth: true,
-		ResourceAttributes: map[string][]string{"deployment.environment.name": {"production", "staging"}}}
+	full.Trust = TrustConfig{
+		Ingest: true, RequireAuth: true,
+		ResourceAttributes: map[string][]string{"deployment.environment.name": {"production", "staging"}},
+	}
 	full.MaxClientShare, full.MaxClientsPerSeries = 0.02, 64
 	full.HedgeDelayRange = RangeConfig{Min: 50 * time.Millisecond, Max: 30 * time.Second}
 	full.StallAfterRange = RangeConfig{}

@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package hedgeadvisorexporter
 
 import (
@@ -104,8 +107,10 @@ func TestAdviceFromWinnersAndLosers(t *testing.T) {
 	a, _ := newTestAdvisor(t, testConfig())
 	var specs []attemptSpec
 	for i := range 18 {
-		specs = append(specs, attemptSpec{provider: "openai", model: "gpt-4o", ttft: time.Duration(i+1) * 100 * time.Millisecond,
-			gaps: []time.Duration{20 * time.Millisecond, 30 * time.Millisecond}})
+		specs = append(specs, attemptSpec{
+			provider: "openai", model: "gpt-4o", ttft: time.Duration(i+1) * 100 * time.Millisecond,
+			gaps: []time.Duration{20 * time.Millisecond, 30 * time.Millisecond},
+		})
 	}
 	// Two losers cancelled at 5 s: their TTFT exceeds 5 s.
 	specs = append(specs, attemptSpec{provider: "openai", model: "gpt-4o", ran: 5 * time.Second},

@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package hedgeadvisorexporter
 
 import (
@@ -115,7 +118,7 @@ func TestRequireAuth(t *testing.T) {
 // authData is what an authenticator puts in client.Info.
 type authData struct{}
 
-func (authData) GetAttribute(string) any   { return nil }
+func (authData) GetAttribute(string) any     { return nil }
 func (authData) GetAttributeNames() []string { return nil }
 
 // TestClientInfoReachesTheExporter: the exporter built by the factory (with

@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package openaisdk adapts a client of the official openai-go SDK as a
 // hedge.Source. It is a package of its own so that a program using the plain
 // HTTP sources of package hedge does not import the SDK.
@@ -101,8 +104,10 @@ func (st *stream) Recv() (hedge.Event, error) {
 			return hedge.Event{}, st.src.mapError(err)
 		}
 		st.done = true
-		ev := hedge.Event{Type: hedge.EventDone, Model: st.meta.ResponseModel,
-			Usage: hedge.Usage{InputTokens: st.meta.InputTokens, OutputTokens: st.meta.OutputTokens}}
+		ev := hedge.Event{
+			Type: hedge.EventDone, Model: st.meta.ResponseModel,
+			Usage: hedge.Usage{InputTokens: st.meta.InputTokens, OutputTokens: st.meta.OutputTokens},
+		}
 		if n := len(st.meta.FinishReasons); n > 0 {
 			ev.FinishReason = st.meta.FinishReasons[n-1]
 		}

@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package advice estimates hedge delays from the attempts of a whole fleet:
 // quantiles of time to first content that hedging cannot bias, because the
 // attempts it cancels before their first content are kept as right-censored

@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package advice
 
 import (
@@ -152,11 +155,12 @@ func (s *Store) Record(now int64, k Key, smp Sample) Outcome {
 	}
 	out := Recorded
 	if smp.TTFT > 0 {
-		if !sr.w.TakeTTFT(now, smp.Client) {
+		switch {
+		case !sr.w.TakeTTFT(now, smp.Client):
 			out = Capped
-		} else if smp.Censored {
+		case smp.Censored:
 			sr.w.ObserveCensored(now, smp.TTFT)
-		} else {
+		default:
 			sr.w.ObserveTTFT(now, smp.TTFT)
 		}
 	}

@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package dimension is the configured dimensions of the components that
 // split their series by span or resource attributes (stall_metrics,
 // hedge_advisor): one config type, checked once, so that both accept the

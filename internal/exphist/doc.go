@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package exphist is streamstall's OTLP exponential histogram, both sides of
 // it: the writer the stall_metrics connector aggregates with (Histogram, a
 // DDSketch whose buckets are, one for one, the buckets of an OTLP exponential

@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package exphist
 
 import (
@@ -50,7 +53,7 @@ func TestNewMappingGamma(t *testing.T) {
 			assert.InEpsilon(t, math.Ldexp(1, int(log2)), m.LowerBound(i), 1e-6, "scale %d index %d", scale, i)
 		}
 		assert.InEpsilon(t, Accuracy(scale), m.RelativeAccuracy(), 1e-9)
-		assert.True(t, m.Equals(m))
+		assert.True(t, m.Equals(m)) //nolint:gocritic // a mapping equals itself
 	}
 	_, err := NewMapping(MaxScale + 1)
 	assert.Error(t, err)

@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package figures_test
 
 import (
@@ -175,8 +178,16 @@ func TestOutputTokensAndLoser(t *testing.T) {
 		want int64
 		ok   bool
 	}{
-		{int64(40), 40, true}, {int64(-1), 0, false}, {101.0, 101, true}, {40.5, 0, false}, {-3.0, 0, false},
-		{1e300, 0, false}, {"11", 11, true}, {"-2", 0, false}, {"x", 0, false}, {true, 0, false},
+		{int64(40), 40, true},
+		{int64(-1), 0, false},
+		{101.0, 101, true},
+		{40.5, 0, false},
+		{-3.0, 0, false},
+		{1e300, 0, false},
+		{"11", 11, true},
+		{"-2", 0, false},
+		{"x", 0, false},
+		{true, 0, false},
 	} {
 		m := pcommon.NewMap()
 		require.NoError(t, m.PutEmpty(semconv.AttrUsageOutputTokens).FromRaw(tc.v))

@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package figures is the one definition of streamstall's stream figures
 // (docs/contract.md section 4): TTFT, wall-clock and active generation time, stall time,
 // stall count, stall positions, active tokens per second, and the time to the

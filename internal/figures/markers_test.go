@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package figures
 
 import (
@@ -48,22 +51,38 @@ func TestMarkerReader(t *testing.T) {
 		implausible string
 		want        MarkerFigures
 	}{
-		{name: "first chunk and finish", span: markerSpan(start, end, first(420), finish(5420)),
-			want: MarkerFigures{HasTTFT: true, TTFT: 420 * ms, HasGeneration: true, Generation: 5000 * ms}},
-		{name: "finish recorded first", span: markerSpan(start, end, finish(5420), first(420)),
-			want: MarkerFigures{HasTTFT: true, TTFT: 420 * ms, HasGeneration: true, Generation: 5000 * ms}},
-		{name: "first chunk only", span: markerSpan(start, end, first(420)),
-			want: MarkerFigures{HasTTFT: true, TTFT: 420 * ms}},
-		{name: "first chunk and finish at once", span: markerSpan(start, end, first(420), finish(420)),
-			want: MarkerFigures{HasTTFT: true, TTFT: 420 * ms, HasGeneration: true}},
-		{name: "two first chunks: the earliest", span: markerSpan(start, end, first(900), first(420), finish(5420)),
-			want: MarkerFigures{HasTTFT: true, TTFT: 420 * ms, HasGeneration: true, Generation: 5000 * ms}},
-		{name: "two finishes: the latest", span: markerSpan(start, end, first(420), finish(3000), finish(5420)),
-			want: MarkerFigures{HasTTFT: true, TTFT: 420 * ms, HasGeneration: true, Generation: 5000 * ms}},
-		{name: "first chunk before the start, within the skew", span: markerSpan(start, end, first(-40), finish(960)),
-			want: MarkerFigures{HasGeneration: true, Generation: 1000 * ms}},
-		{name: "no start", span: markerSpan(0, end, first(420), finish(5420)),
-			want: MarkerFigures{HasGeneration: true, Generation: 5000 * ms}},
+		{
+			name: "first chunk and finish", span: markerSpan(start, end, first(420), finish(5420)),
+			want: MarkerFigures{HasTTFT: true, TTFT: 420 * ms, HasGeneration: true, Generation: 5000 * ms},
+		},
+		{
+			name: "finish recorded first", span: markerSpan(start, end, finish(5420), first(420)),
+			want: MarkerFigures{HasTTFT: true, TTFT: 420 * ms, HasGeneration: true, Generation: 5000 * ms},
+		},
+		{
+			name: "first chunk only", span: markerSpan(start, end, first(420)),
+			want: MarkerFigures{HasTTFT: true, TTFT: 420 * ms},
+		},
+		{
+			name: "first chunk and finish at once", span: markerSpan(start, end, first(420), finish(420)),
+			want: MarkerFigures{HasTTFT: true, TTFT: 420 * ms, HasGeneration: true},
+		},
+		{
+			name: "two first chunks: the earliest", span: markerSpan(start, end, first(900), first(420), finish(5420)),
+			want: MarkerFigures{HasTTFT: true, TTFT: 420 * ms, HasGeneration: true, Generation: 5000 * ms},
+		},
+		{
+			name: "two finishes: the latest", span: markerSpan(start, end, first(420), finish(3000), finish(5420)),
+			want: MarkerFigures{HasTTFT: true, TTFT: 420 * ms, HasGeneration: true, Generation: 5000 * ms},
+		},
+		{
+			name: "first chunk before the start, within the skew", span: markerSpan(start, end, first(-40), finish(960)),
+			want: MarkerFigures{HasGeneration: true, Generation: 1000 * ms},
+		},
+		{
+			name: "no start", span: markerSpan(0, end, first(420), finish(5420)),
+			want: MarkerFigures{HasGeneration: true, Generation: 5000 * ms},
+		},
 		{name: "zero-time first chunk is none", span: markerSpan(start, end, marker{semconv.EventVercelFirstChunk, 0}, finish(5420)), noEvidence: true},
 		{name: "finish alone is no evidence", span: markerSpan(start, end, finish(5420)), noEvidence: true},
 		{name: "no marker", span: markerSpan(start, end, marker{"ai.toolCall", atMs(5)}), noEvidence: true},
@@ -113,14 +132,22 @@ func TestMarkerEventsConfigCheck(t *testing.T) {
 		want []string
 	}{
 		{name: "finish without first chunk", cfg: MarkerEventsConfig{Finish: []string{"x"}}, want: []string{"marker_events::finish: needs a first_chunk marker"}},
-		{name: "empty names", cfg: MarkerEventsConfig{FirstChunk: []string{""}, Finish: []string{"x", ""}},
-			want: []string{"marker_events::first_chunk[0]: must not be empty", "marker_events::finish[1]: must not be empty"}},
-		{name: "stall and keepalive", cfg: MarkerEventsConfig{FirstChunk: []string{semconv.EventStall}, Finish: []string{semconv.EventKeepalive}},
-			want: []string{`first_chunk[0]: "llm.stream.stall" is never a marker`, `finish[0]: "llm.stream.keepalive" is never a marker`}},
-		{name: "a chunk event name", cfg: MarkerEventsConfig{FirstChunk: []string{semconv.EventChunk}},
-			want: []string{`first_chunk[0]: "gen_ai.content.completion.chunk" is a chunk_events name too`}},
-		{name: "first chunk and finish alike", cfg: MarkerEventsConfig{FirstChunk: []string{"a", "b"}, Finish: []string{"b"}},
-			want: []string{`first_chunk[1]: "b" is a finish marker too`}},
+		{
+			name: "empty names", cfg: MarkerEventsConfig{FirstChunk: []string{""}, Finish: []string{"x", ""}},
+			want: []string{"marker_events::first_chunk[0]: must not be empty", "marker_events::finish[1]: must not be empty"},
+		},
+		{
+			name: "stall and keepalive", cfg: MarkerEventsConfig{FirstChunk: []string{semconv.EventStall}, Finish: []string{semconv.EventKeepalive}},
+			want: []string{`first_chunk[0]: "llm.stream.stall" is never a marker`, `finish[0]: "llm.stream.keepalive" is never a marker`},
+		},
+		{
+			name: "a chunk event name", cfg: MarkerEventsConfig{FirstChunk: []string{semconv.EventChunk}},
+			want: []string{`first_chunk[0]: "gen_ai.content.completion.chunk" is a chunk_events name too`},
+		},
+		{
+			name: "first chunk and finish alike", cfg: MarkerEventsConfig{FirstChunk: []string{"a", "b"}, Finish: []string{"b"}},
+			want: []string{`first_chunk[1]: "b" is a finish marker too`},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -167,29 +194,47 @@ func TestCheckMarkerSet(t *testing.T) {
 			s.Attributes().PutDouble(semconv.AttrStallMs, 4000)
 			s.Attributes().PutInt(semconv.AttrStallCount, 1)
 		}, wantErr: "llm.stream.stall_ms: present in a figure set derived from markers"},
-		{name: "a chunk count", change: func(s ptrace.Span) { s.Attributes().PutInt(semconv.AttrChunkCount, 1) },
-			wantErr: "llm.stream.chunk_count: present in a figure set derived from markers"},
-		{name: "active generation", change: func(s ptrace.Span) { s.Attributes().PutDouble(semconv.AttrActiveGenerationMs, 5000) },
-			wantErr: "active_generation_ms: present in a figure set derived from markers"},
-		{name: "a time to first answer", change: func(s ptrace.Span) { s.Attributes().PutDouble(semconv.AttrTimeToFirstAnswerMs, 420) },
-			wantErr: "time_to_first_answer_ms: present in a figure set"},
+		{
+			name: "a chunk count", change: func(s ptrace.Span) { s.Attributes().PutInt(semconv.AttrChunkCount, 1) },
+			wantErr: "llm.stream.chunk_count: present in a figure set derived from markers",
+		},
+		{
+			name: "active generation", change: func(s ptrace.Span) { s.Attributes().PutDouble(semconv.AttrActiveGenerationMs, 5000) },
+			wantErr: "active_generation_ms: present in a figure set derived from markers",
+		},
+		{
+			name: "a time to first answer", change: func(s ptrace.Span) { s.Attributes().PutDouble(semconv.AttrTimeToFirstAnswerMs, 420) },
+			wantErr: "time_to_first_answer_ms: present in a figure set",
+		},
 		{name: "a stall event", change: func(s ptrace.Span) {
 			ev := s.Events().AppendEmpty()
 			ev.SetName(semconv.EventStall)
 			ev.Attributes().PutDouble(semconv.AttrStallEventDurationMs, 3000)
 		}, wantErr: "llm.stream.stall events: present in a figure set derived from markers"},
-		{name: "another evidence", change: func(s ptrace.Span) { s.Attributes().PutStr(semconv.AttrEvidence, "chunks") },
-			wantErr: `llm.stream.evidence: "chunks", want "markers"`},
-		{name: "evidence not a string", change: func(s ptrace.Span) { s.Attributes().PutBool(semconv.AttrEvidence, true) },
-			wantErr: "want Str, got Bool"},
-		{name: "negative ttft", change: func(s ptrace.Span) { s.Attributes().PutDouble(semconv.AttrTTFTMs, -1) },
-			wantErr: "llm.stream.ttft_ms: -1 is not a finite, non-negative value"},
-		{name: "NaN generation", change: func(s ptrace.Span) { s.Attributes().PutDouble(semconv.AttrGenerationMs, math.NaN()) },
-			wantErr: "llm.stream.generation_ms: NaN is not a finite"},
-		{name: "infinite generation", change: func(s ptrace.Span) { s.Attributes().PutDouble(semconv.AttrGenerationMs, math.Inf(1)) },
-			wantErr: "is not a finite"},
-		{name: "ttft and generation without the evidence", change: func(s ptrace.Span) { s.Attributes().Remove(semconv.AttrEvidence) },
-			wantErr: "llm.stream.chunk_count: absent"},
+		{
+			name: "another evidence", change: func(s ptrace.Span) { s.Attributes().PutStr(semconv.AttrEvidence, "chunks") },
+			wantErr: `llm.stream.evidence: "chunks", want "markers"`,
+		},
+		{
+			name: "evidence not a string", change: func(s ptrace.Span) { s.Attributes().PutBool(semconv.AttrEvidence, true) },
+			wantErr: "want Str, got Bool",
+		},
+		{
+			name: "negative ttft", change: func(s ptrace.Span) { s.Attributes().PutDouble(semconv.AttrTTFTMs, -1) },
+			wantErr: "llm.stream.ttft_ms: -1 is not a finite, non-negative value",
+		},
+		{
+			name: "NaN generation", change: func(s ptrace.Span) { s.Attributes().PutDouble(semconv.AttrGenerationMs, math.NaN()) },
+			wantErr: "llm.stream.generation_ms: NaN is not a finite",
+		},
+		{
+			name: "infinite generation", change: func(s ptrace.Span) { s.Attributes().PutDouble(semconv.AttrGenerationMs, math.Inf(1)) },
+			wantErr: "is not a finite",
+		},
+		{
+			name: "ttft and generation without the evidence", change: func(s ptrace.Span) { s.Attributes().Remove(semconv.AttrEvidence) },
+			wantErr: "llm.stream.chunk_count: absent",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package hedgecore
 
 import (
@@ -103,8 +106,10 @@ func TestBudgetDisabled(t *testing.T) {
 // BenchmarkHedgeDecision is the per-call decision: the learned delay of the
 // source (quantile lookup) and the budget check.
 func BenchmarkHedgeDecision(b *testing.B) {
-	p := NewPolicy(Config{Sources: 2, Adaptive: true, Quantile: DefaultQuantile, Delay: 2 * time.Second,
-		MaxTokens: 10, TokenRatio: 0.1, MaxAttempts: 3})
+	p := NewPolicy(Config{
+		Sources: 2, Adaptive: true, Quantile: DefaultQuantile, Delay: 2 * time.Second,
+		MaxTokens: 10, TokenRatio: 0.1, MaxAttempts: 3,
+	})
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := range 1000 {
 		p.Observe(i%2, int64(i)*ms, int64(rng.IntN(3000)+500)*ms)
@@ -126,8 +131,10 @@ func BenchmarkHedgeDecision(b *testing.B) {
 // BenchmarkRaceCall runs one hedged call through the decision core: start,
 // TTFT hedge, commit, 10 chunks, completion.
 func BenchmarkRaceCall(b *testing.B) {
-	p := NewPolicy(Config{Sources: 2, Adaptive: true, Quantile: DefaultQuantile, Delay: 2 * time.Second,
-		MaxTokens: 10, TokenRatio: 0.1, MaxAttempts: 3})
+	p := NewPolicy(Config{
+		Sources: 2, Adaptive: true, Quantile: DefaultQuantile, Delay: 2 * time.Second,
+		MaxTokens: 10, TokenRatio: 0.1, MaxAttempts: 3,
+	})
 	r := &Race{}
 	b.ReportAllocs()
 	for b.Loop() {

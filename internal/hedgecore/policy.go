@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package hedgecore is the decision core of the hedging client: the race
 // state machine of one call, the budget and the learned delays that calls
 // share. It has no goroutine and no clock, so the hedge package drives it

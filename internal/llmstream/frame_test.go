@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package llmstream
 
 import (
@@ -33,123 +36,195 @@ func TestClassify(t *testing.T) {
 		{name: "unknown shape", shape: ShapeUnknown, ev: ev("", `{"choices":[{"delta":{"content":"x"}}]}`), kind: KindMeta},
 
 		// OpenAI chat completions.
-		{name: "chat role only", shape: ShapeChatCompletions,
+		{
+			name: "chat role only", shape: ShapeChatCompletions,
 			ev:   ev("", `{"id":"chatcmpl-1","object":"chat.completion.chunk","model":"gpt-4o-2024","choices":[{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"finish_reason":null}],"usage":null}`),
-			kind: KindMeta, meta: Meta{ResponseID: "chatcmpl-1", ResponseModel: "gpt-4o-2024"}},
-		{name: "chat text", shape: ShapeChatCompletions,
+			kind: KindMeta, meta: Meta{ResponseID: "chatcmpl-1", ResponseModel: "gpt-4o-2024"},
+		},
+		{
+			name: "chat text", shape: ShapeChatCompletions,
 			ev:   ev("", `{"id":"chatcmpl-1","model":"gpt-4o","choices":[{"index":0,"delta":{"content":"Hel"},"finish_reason":null}]}`),
-			kind: KindContent, chunk: semconv.ChunkKindText, delta: "Hel", meta: Meta{ResponseID: "chatcmpl-1", ResponseModel: "gpt-4o"}},
-		{name: "chat refusal", shape: ShapeChatCompletions,
+			kind: KindContent, chunk: semconv.ChunkKindText, delta: "Hel", meta: Meta{ResponseID: "chatcmpl-1", ResponseModel: "gpt-4o"},
+		},
+		{
+			name: "chat refusal", shape: ShapeChatCompletions,
 			ev:   ev("", `{"choices":[{"delta":{"refusal":"no"}}]}`),
-			kind: KindContent, chunk: semconv.ChunkKindText, delta: "no"},
-		{name: "chat tool call start", shape: ShapeChatCompletions,
+			kind: KindContent, chunk: semconv.ChunkKindText, delta: "no",
+		},
+		{
+			name: "chat tool call start", shape: ShapeChatCompletions,
 			ev:   ev("", `{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"get_weather","arguments":""}}]}}]}`),
-			kind: KindContent, chunk: semconv.ChunkKindToolCall},
-		{name: "chat tool call args", shape: ShapeChatCompletions,
+			kind: KindContent, chunk: semconv.ChunkKindToolCall,
+		},
+		{
+			name: "chat tool call args", shape: ShapeChatCompletions,
 			ev:   ev("", `{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"loc"}}]}}]}`),
-			kind: KindContent, chunk: semconv.ChunkKindToolCall, delta: `{"loc`},
-		{name: "chat empty tool call", shape: ShapeChatCompletions,
+			kind: KindContent, chunk: semconv.ChunkKindToolCall, delta: `{"loc`,
+		},
+		{
+			name: "chat empty tool call", shape: ShapeChatCompletions,
 			ev:   ev("", `{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{}}]}}]}`),
-			kind: KindMeta},
-		{name: "chat legacy function call", shape: ShapeChatCompletions,
+			kind: KindMeta,
+		},
+		{
+			name: "chat legacy function call", shape: ShapeChatCompletions,
 			ev:   ev("", `{"choices":[{"delta":{"function_call":{"arguments":"{}"}}}]}`),
-			kind: KindContent, chunk: semconv.ChunkKindToolCall, delta: "{}"},
-		{name: "chat reasoning_content", shape: ShapeChatCompletions,
+			kind: KindContent, chunk: semconv.ChunkKindToolCall, delta: "{}",
+		},
+		{
+			name: "chat reasoning_content", shape: ShapeChatCompletions,
 			ev:   ev("", `{"choices":[{"delta":{"content":null,"reasoning_content":"hmm"}}]}`),
-			kind: KindContent, chunk: semconv.ChunkKindReasoning, delta: "hmm"},
-		{name: "chat reasoning", shape: ShapeChatCompletions,
+			kind: KindContent, chunk: semconv.ChunkKindReasoning, delta: "hmm",
+		},
+		{
+			name: "chat reasoning", shape: ShapeChatCompletions,
 			ev:   ev("", `{"choices":[{"delta":{"reasoning":"hmm"}}]}`),
-			kind: KindContent, chunk: semconv.ChunkKindReasoning, delta: "hmm"},
-		{name: "chat reasoning of another type", shape: ShapeChatCompletions,
+			kind: KindContent, chunk: semconv.ChunkKindReasoning, delta: "hmm",
+		},
+		{
+			name: "chat reasoning of another type", shape: ShapeChatCompletions,
 			ev:   ev("", `{"choices":[{"delta":{"reasoning":{"effort":"low"},"content":"a"}}]}`),
-			kind: KindContent, chunk: semconv.ChunkKindText, delta: "a"},
-		{name: "chat finish", shape: ShapeChatCompletions,
+			kind: KindContent, chunk: semconv.ChunkKindText, delta: "a",
+		},
+		{
+			name: "chat finish", shape: ShapeChatCompletions,
 			ev:   ev("", `{"choices":[{"index":0,"delta":{},"finish_reason":"stop"},{"index":1,"delta":{},"finish_reason":"length"}]}`),
-			kind: KindMeta, meta: Meta{FinishReasons: []string{"stop", "length"}}},
-		{name: "chat usage frame", shape: ShapeChatCompletions,
+			kind: KindMeta, meta: Meta{FinishReasons: []string{"stop", "length"}},
+		},
+		{
+			name: "chat usage frame", shape: ShapeChatCompletions,
 			ev:   ev("", `{"id":"c","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":34,"total_tokens":46}}`),
-			kind: KindMeta, meta: Meta{ResponseID: "c", InputTokens: 12, OutputTokens: 34, HasInputTokens: true, HasOutputTokens: true}},
-		{name: "chat error", shape: ShapeChatCompletions,
+			kind: KindMeta, meta: Meta{ResponseID: "c", InputTokens: 12, OutputTokens: 34, HasInputTokens: true, HasOutputTokens: true},
+		},
+		{
+			name: "chat error", shape: ShapeChatCompletions,
 			ev:   ev("", `{"error":{"message":"overloaded","type":"server_error","code":null}}`),
-			kind: KindError, meta: Meta{ErrorType: "server_error", ErrorMessage: "overloaded"}},
-		{name: "chat error with code only", shape: ShapeChatCompletions,
+			kind: KindError, meta: Meta{ErrorType: "server_error", ErrorMessage: "overloaded"},
+		},
+		{
+			name: "chat error with code only", shape: ShapeChatCompletions,
 			ev:   ev("", `{"error":{"message":"m","code":503}}`),
-			kind: KindError, meta: Meta{ErrorType: "503", ErrorMessage: "m"}},
+			kind: KindError, meta: Meta{ErrorType: "503", ErrorMessage: "m"},
+		},
 
 		// OpenAI completions.
-		{name: "completions text", shape: ShapeCompletions,
+		{
+			name: "completions text", shape: ShapeCompletions,
 			ev:   ev("", `{"id":"cmpl-1","object":"text_completion","model":"gpt-3.5-turbo-instruct","choices":[{"text":" world","index":0,"logprobs":null,"finish_reason":null}]}`),
-			kind: KindContent, chunk: semconv.ChunkKindText, delta: " world", meta: Meta{ResponseID: "cmpl-1", ResponseModel: "gpt-3.5-turbo-instruct"}},
-		{name: "completions empty text", shape: ShapeCompletions,
+			kind: KindContent, chunk: semconv.ChunkKindText, delta: " world", meta: Meta{ResponseID: "cmpl-1", ResponseModel: "gpt-3.5-turbo-instruct"},
+		},
+		{
+			name: "completions empty text", shape: ShapeCompletions,
 			ev:   ev("", `{"choices":[{"text":"","finish_reason":"stop"}]}`),
-			kind: KindMeta, meta: Meta{FinishReasons: []string{"stop"}}},
+			kind: KindMeta, meta: Meta{FinishReasons: []string{"stop"}},
+		},
 
 		// OpenAI Responses.
-		{name: "responses created", shape: ShapeResponses,
+		{
+			name: "responses created", shape: ShapeResponses,
 			ev:   ev("response.created", `{"type":"response.created","sequence_number":0,"response":{"id":"resp_1","object":"response","status":"in_progress","model":"gpt-4.1","usage":null}}`),
-			kind: KindMeta, meta: Meta{ResponseID: "resp_1", ResponseModel: "gpt-4.1"}},
-		{name: "responses text delta", shape: ShapeResponses,
+			kind: KindMeta, meta: Meta{ResponseID: "resp_1", ResponseModel: "gpt-4.1"},
+		},
+		{
+			name: "responses text delta", shape: ShapeResponses,
 			ev:   ev("response.output_text.delta", `{"type":"response.output_text.delta","item_id":"msg_1","output_index":0,"content_index":0,"delta":"Hi","sequence_number":4}`),
-			kind: KindContent, chunk: semconv.ChunkKindText, delta: "Hi"},
-		{name: "responses type from event field", shape: ShapeResponses,
+			kind: KindContent, chunk: semconv.ChunkKindText, delta: "Hi",
+		},
+		{
+			name: "responses type from event field", shape: ShapeResponses,
 			ev:   ev("response.output_text.delta", `{"delta":"Hi"}`),
-			kind: KindContent, chunk: semconv.ChunkKindText, delta: "Hi"},
-		{name: "responses function args", shape: ShapeResponses,
+			kind: KindContent, chunk: semconv.ChunkKindText, delta: "Hi",
+		},
+		{
+			name: "responses function args", shape: ShapeResponses,
 			ev:   ev("", `{"type":"response.function_call_arguments.delta","delta":"{\"a\""}`),
-			kind: KindContent, chunk: semconv.ChunkKindToolCall, delta: `{"a"`},
-		{name: "responses reasoning summary", shape: ShapeResponses,
+			kind: KindContent, chunk: semconv.ChunkKindToolCall, delta: `{"a"`,
+		},
+		{
+			name: "responses reasoning summary", shape: ShapeResponses,
 			ev:   ev("", `{"type":"response.reasoning_summary_text.delta","delta":"think"}`),
-			kind: KindContent, chunk: semconv.ChunkKindReasoning, delta: "think"},
-		{name: "responses text done is not content", shape: ShapeResponses,
+			kind: KindContent, chunk: semconv.ChunkKindReasoning, delta: "think",
+		},
+		{
+			name: "responses text done is not content", shape: ShapeResponses,
 			ev:   ev("", `{"type":"response.output_text.done","text":"Hi there"}`),
-			kind: KindMeta},
-		{name: "responses empty delta", shape: ShapeResponses,
+			kind: KindMeta,
+		},
+		{
+			name: "responses empty delta", shape: ShapeResponses,
 			ev:   ev("", `{"type":"response.output_text.delta","delta":""}`),
-			kind: KindMeta},
-		{name: "responses completed", shape: ShapeResponses,
+			kind: KindMeta,
+		},
+		{
+			name: "responses completed", shape: ShapeResponses,
 			ev:   ev("response.completed", `{"type":"response.completed","response":{"id":"resp_1","model":"gpt-4.1","status":"completed","output":[{"content":[{"text":"secret"}]}],"usage":{"input_tokens":5,"output_tokens":7,"total_tokens":12}}}`),
-			kind: KindDone, meta: Meta{ResponseID: "resp_1", ResponseModel: "gpt-4.1", FinishReasons: []string{"completed"}, InputTokens: 5, OutputTokens: 7, HasInputTokens: true, HasOutputTokens: true}},
-		{name: "responses incomplete", shape: ShapeResponses,
+			kind: KindDone, meta: Meta{ResponseID: "resp_1", ResponseModel: "gpt-4.1", FinishReasons: []string{"completed"}, InputTokens: 5, OutputTokens: 7, HasInputTokens: true, HasOutputTokens: true},
+		},
+		{
+			name: "responses incomplete", shape: ShapeResponses,
 			ev:   ev("", `{"type":"response.incomplete","response":{"status":"incomplete","incomplete_details":{"reason":"max_output_tokens"}}}`),
-			kind: KindDone, meta: Meta{FinishReasons: []string{"max_output_tokens"}}},
-		{name: "responses failed", shape: ShapeResponses,
+			kind: KindDone, meta: Meta{FinishReasons: []string{"max_output_tokens"}},
+		},
+		{
+			name: "responses failed", shape: ShapeResponses,
 			ev:   ev("", `{"type":"response.failed","response":{"status":"failed","error":{"code":"server_error","message":"boom"}}}`),
-			kind: KindError, meta: Meta{FinishReasons: []string{"failed"}, ErrorType: "server_error", ErrorMessage: "boom"}},
-		{name: "responses error event", shape: ShapeResponses,
+			kind: KindError, meta: Meta{FinishReasons: []string{"failed"}, ErrorType: "server_error", ErrorMessage: "boom"},
+		},
+		{
+			name: "responses error event", shape: ShapeResponses,
 			ev:   ev("error", `{"type":"error","code":"rate_limit_exceeded","message":"slow down","param":null}`),
-			kind: KindError, meta: Meta{ErrorType: "rate_limit_exceeded", ErrorMessage: "slow down"}},
+			kind: KindError, meta: Meta{ErrorType: "rate_limit_exceeded", ErrorMessage: "slow down"},
+		},
 
 		// Anthropic messages.
-		{name: "messages start", shape: ShapeMessages,
+		{
+			name: "messages start", shape: ShapeMessages,
 			ev:   ev("message_start", `{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[],"stop_reason":null,"usage":{"input_tokens":25,"cache_creation_input_tokens":3,"cache_read_input_tokens":2,"output_tokens":1}}}`),
-			kind: KindMeta, meta: Meta{ResponseID: "msg_1", ResponseModel: "claude-sonnet-4-5", InputTokens: 30, OutputTokens: 1, HasInputTokens: true, HasOutputTokens: true}},
-		{name: "messages block start", shape: ShapeMessages,
+			kind: KindMeta, meta: Meta{ResponseID: "msg_1", ResponseModel: "claude-sonnet-4-5", InputTokens: 30, OutputTokens: 1, HasInputTokens: true, HasOutputTokens: true},
+		},
+		{
+			name: "messages block start", shape: ShapeMessages,
 			ev:   ev("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`),
-			kind: KindMeta},
+			kind: KindMeta,
+		},
 		{name: "messages ping", shape: ShapeMessages, ev: ev("ping", `{"type": "ping"}`), kind: KindKeepalive},
 		{name: "messages ping without event field", shape: ShapeMessages, ev: ev("", `{"type": "ping"}`), kind: KindKeepalive},
-		{name: "messages text delta", shape: ShapeMessages,
+		{
+			name: "messages text delta", shape: ShapeMessages,
 			ev:   ev("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hello"}}`),
-			kind: KindContent, chunk: semconv.ChunkKindText, delta: "Hello"},
-		{name: "messages input json delta", shape: ShapeMessages,
+			kind: KindContent, chunk: semconv.ChunkKindText, delta: "Hello",
+		},
+		{
+			name: "messages input json delta", shape: ShapeMessages,
 			ev:   ev("content_block_delta", `{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"city\": "}}`),
-			kind: KindContent, chunk: semconv.ChunkKindToolCall, delta: `{"city": `},
-		{name: "messages empty input json delta", shape: ShapeMessages,
+			kind: KindContent, chunk: semconv.ChunkKindToolCall, delta: `{"city": `,
+		},
+		{
+			name: "messages empty input json delta", shape: ShapeMessages,
 			ev:   ev("content_block_delta", `{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":""}}`),
-			kind: KindMeta},
-		{name: "messages thinking delta", shape: ShapeMessages,
+			kind: KindMeta,
+		},
+		{
+			name: "messages thinking delta", shape: ShapeMessages,
 			ev:   ev("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"Let me"}}`),
-			kind: KindContent, chunk: semconv.ChunkKindReasoning, delta: "Let me"},
-		{name: "messages signature delta", shape: ShapeMessages,
+			kind: KindContent, chunk: semconv.ChunkKindReasoning, delta: "Let me",
+		},
+		{
+			name: "messages signature delta", shape: ShapeMessages,
 			ev:   ev("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"EqQB"}}`),
-			kind: KindMeta},
-		{name: "messages delta", shape: ShapeMessages,
+			kind: KindMeta,
+		},
+		{
+			name: "messages delta", shape: ShapeMessages,
 			ev:   ev("message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":15}}`),
-			kind: KindMeta, meta: Meta{FinishReasons: []string{"end_turn"}, OutputTokens: 15, HasOutputTokens: true}},
+			kind: KindMeta, meta: Meta{FinishReasons: []string{"end_turn"}, OutputTokens: 15, HasOutputTokens: true},
+		},
 		{name: "messages stop", shape: ShapeMessages, ev: ev("message_stop", `{"type":"message_stop"}`), kind: KindDone},
-		{name: "messages error", shape: ShapeMessages,
+		{
+			name: "messages error", shape: ShapeMessages,
 			ev:   ev("error", `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`),
-			kind: KindError, meta: Meta{ErrorType: "overloaded_error", ErrorMessage: "Overloaded"}},
+			kind: KindError, meta: Meta{ErrorType: "overloaded_error", ErrorMessage: "Overloaded"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -182,8 +257,10 @@ func TestMetaMerge(t *testing.T) {
 		require.NoError(t, err)
 		m.Merge(&f.Meta)
 	}
-	assert.Equal(t, Meta{ResponseID: "msg_1", ResponseModel: "claude", FinishReasons: []string{"max_tokens"},
-		InputTokens: 10, OutputTokens: 42, HasInputTokens: true, HasOutputTokens: true}, m)
+	assert.Equal(t, Meta{
+		ResponseID: "msg_1", ResponseModel: "claude", FinishReasons: []string{"max_tokens"},
+		InputTokens: 10, OutputTokens: 42, HasInputTokens: true, HasOutputTokens: true,
+	}, m)
 }
 
 func TestShapeFromOpenAIAndAnthropicPaths(t *testing.T) {
@@ -229,31 +306,55 @@ func TestParseResponse(t *testing.T) {
 		body  string
 		want  Meta
 	}{
-		{"chat", ShapeChatCompletions, `{"id":"chatcmpl-9","object":"chat.completion","model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":"secret"},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":12}}`,
-			Meta{ResponseID: "chatcmpl-9", ResponseModel: "gpt-4o", FinishReasons: []string{"stop"}, InputTokens: 9, OutputTokens: 12, HasInputTokens: true, HasOutputTokens: true}},
-		{"responses", ShapeResponses, `{"id":"resp_9","model":"gpt-4.1","status":"completed","output":[],"usage":{"input_tokens":3,"output_tokens":4}}`,
-			Meta{ResponseID: "resp_9", ResponseModel: "gpt-4.1", FinishReasons: []string{"completed"}, InputTokens: 3, OutputTokens: 4, HasInputTokens: true, HasOutputTokens: true}},
-		{"messages", ShapeMessages, `{"id":"msg_9","model":"claude","stop_reason":"tool_use","usage":{"input_tokens":5,"output_tokens":6}}`,
-			Meta{ResponseID: "msg_9", ResponseModel: "claude", FinishReasons: []string{"tool_use"}, InputTokens: 5, OutputTokens: 6, HasInputTokens: true, HasOutputTokens: true}},
-		{"messages error", ShapeMessages, `{"type":"error","error":{"type":"rate_limit_error","message":"slow"}}`,
-			Meta{ErrorType: "rate_limit_error", ErrorMessage: "slow"}},
-		{"openai error: its code before its type", ShapeChatCompletions, `{"error":{"message":"bad key","type":"invalid_request_error","code":"invalid_api_key"}}`,
-			Meta{ErrorType: "invalid_api_key", ErrorMessage: "bad key"}},
-		{"openai 429", ShapeChatCompletions, `{"error":{"message":"Rate limit reached for requests","type":"requests","param":null,"code":"rate_limit_exceeded"}}`,
-			Meta{ErrorType: "rate_limit_exceeded", ErrorMessage: "Rate limit reached for requests"}},
-		{"openai error without code", ShapeResponses, `{"error":{"message":"m","type":"server_error","code":null}}`,
-			Meta{ErrorType: "server_error", ErrorMessage: "m"}},
-		{"error naming nothing: the caller falls back on the status", ShapeChatCompletions, `{"error":{"message":"m"}}`,
-			Meta{ErrorMessage: "m"}},
+		{
+			"chat", ShapeChatCompletions, `{"id":"chatcmpl-9","object":"chat.completion","model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":"secret"},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":12}}`,
+			Meta{ResponseID: "chatcmpl-9", ResponseModel: "gpt-4o", FinishReasons: []string{"stop"}, InputTokens: 9, OutputTokens: 12, HasInputTokens: true, HasOutputTokens: true},
+		},
+		{
+			"responses", ShapeResponses, `{"id":"resp_9","model":"gpt-4.1","status":"completed","output":[],"usage":{"input_tokens":3,"output_tokens":4}}`,
+			Meta{ResponseID: "resp_9", ResponseModel: "gpt-4.1", FinishReasons: []string{"completed"}, InputTokens: 3, OutputTokens: 4, HasInputTokens: true, HasOutputTokens: true},
+		},
+		{
+			"messages", ShapeMessages, `{"id":"msg_9","model":"claude","stop_reason":"tool_use","usage":{"input_tokens":5,"output_tokens":6}}`,
+			Meta{ResponseID: "msg_9", ResponseModel: "claude", FinishReasons: []string{"tool_use"}, InputTokens: 5, OutputTokens: 6, HasInputTokens: true, HasOutputTokens: true},
+		},
+		{
+			"messages error", ShapeMessages, `{"type":"error","error":{"type":"rate_limit_error","message":"slow"}}`,
+			Meta{ErrorType: "rate_limit_error", ErrorMessage: "slow"},
+		},
+		{
+			"openai error: its code before its type", ShapeChatCompletions, `{"error":{"message":"bad key","type":"invalid_request_error","code":"invalid_api_key"}}`,
+			Meta{ErrorType: "invalid_api_key", ErrorMessage: "bad key"},
+		},
+		{
+			"openai 429", ShapeChatCompletions, `{"error":{"message":"Rate limit reached for requests","type":"requests","param":null,"code":"rate_limit_exceeded"}}`,
+			Meta{ErrorType: "rate_limit_exceeded", ErrorMessage: "Rate limit reached for requests"},
+		},
+		{
+			"openai error without code", ShapeResponses, `{"error":{"message":"m","type":"server_error","code":null}}`,
+			Meta{ErrorType: "server_error", ErrorMessage: "m"},
+		},
+		{
+			"error naming nothing: the caller falls back on the status", ShapeChatCompletions, `{"error":{"message":"m"}}`,
+			Meta{ErrorMessage: "m"},
+		},
 		{"unknown shape error", ShapeUnknown, `{"error":{"code":"x"}}`, Meta{ErrorType: "x"}},
-		{"gemini", ShapeGemini, `{"candidates":[{"content":{"parts":[{"text":"secret"}],"role":"model"},"finishReason":"MAX_TOKENS"}],"usageMetadata":{"promptTokenCount":4,"candidatesTokenCount":9,"thoughtsTokenCount":3,"toolUsePromptTokenCount":2},"modelVersion":"gemini-2.5-pro","responseId":"r1"}`,
-			Meta{ResponseID: "r1", ResponseModel: "gemini-2.5-pro", FinishReasons: []string{"MAX_TOKENS"}, InputTokens: 6, OutputTokens: 12, HasInputTokens: true, HasOutputTokens: true}},
-		{"gemini error: its status name before its code", ShapeGemini, `{"error":{"code":429,"message":"Resource has been exhausted","status":"RESOURCE_EXHAUSTED"}}`,
-			Meta{ErrorType: "RESOURCE_EXHAUSTED", ErrorMessage: "Resource has been exhausted"}},
+		{
+			"gemini", ShapeGemini, `{"candidates":[{"content":{"parts":[{"text":"secret"}],"role":"model"},"finishReason":"MAX_TOKENS"}],"usageMetadata":{"promptTokenCount":4,"candidatesTokenCount":9,"thoughtsTokenCount":3,"toolUsePromptTokenCount":2},"modelVersion":"gemini-2.5-pro","responseId":"r1"}`,
+			Meta{ResponseID: "r1", ResponseModel: "gemini-2.5-pro", FinishReasons: []string{"MAX_TOKENS"}, InputTokens: 6, OutputTokens: 12, HasInputTokens: true, HasOutputTokens: true},
+		},
+		{
+			"gemini error: its status name before its code", ShapeGemini, `{"error":{"code":429,"message":"Resource has been exhausted","status":"RESOURCE_EXHAUSTED"}}`,
+			Meta{ErrorType: "RESOURCE_EXHAUSTED", ErrorMessage: "Resource has been exhausted"},
+		},
 		{"gemini error in an array", ShapeGemini, `[{"error":{"code":400,"message":"bad"}}]`, Meta{ErrorType: "400", ErrorMessage: "bad"}},
-		{"ollama chat", ShapeOllamaChat, `{"model":"llama3.2","created_at":"2026-11-29T12:00:00Z","message":{"role":"assistant","content":"secret"},"done_reason":"stop","done":true,"total_duration":5,"load_duration":1,"prompt_eval_count":3,"prompt_eval_duration":2,"eval_count":7,"eval_duration":2}`,
-			Meta{ResponseModel: "llama3.2", FinishReasons: []string{"stop"}, InputTokens: 3, OutputTokens: 7, HasInputTokens: true, HasOutputTokens: true,
-				Server: ServerTimings{Total: 5, Load: 1, PromptEval: 2, Eval: 2}}},
+		{
+			"ollama chat", ShapeOllamaChat, `{"model":"llama3.2","created_at":"2026-11-29T12:00:00Z","message":{"role":"assistant","content":"secret"},"done_reason":"stop","done":true,"total_duration":5,"load_duration":1,"prompt_eval_count":3,"prompt_eval_duration":2,"eval_count":7,"eval_duration":2}`,
+			Meta{
+				ResponseModel: "llama3.2", FinishReasons: []string{"stop"}, InputTokens: 3, OutputTokens: 7, HasInputTokens: true, HasOutputTokens: true,
+				Server: ServerTimings{Total: 5, Load: 1, PromptEval: 2, Eval: 2},
+			},
+		},
 		{"ollama error: a message only", ShapeOllamaGenerate, `{"error":"model 'x' not found"}`, Meta{ErrorMessage: "model 'x' not found"}},
 	}
 	for _, tt := range tests {

@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package llmstream holds streamstall's one definition of what a content
 // chunk is (docs/contract.md section 3), for each streaming API shape it understands, and
 // the metadata (ids, model, finish reasons, usage, errors) those streams carry.

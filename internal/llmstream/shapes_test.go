@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package llmstream
 
 import (
@@ -53,8 +56,11 @@ func TestEndpointParseRequest(t *testing.T) {
 		body string
 		want Request
 	}{
-		{"gemini: model and stream from the path", ParseEndpoint("/v1beta/models/gemini-2.5-flash:streamGenerateContent"),
-			`{"contents":[{"parts":[{"text":"secret"}]}],"model":"other"}`, Request{Model: "gemini-2.5-flash", Stream: true}},
+		{
+			"gemini: model and stream from the path", ParseEndpoint("/v1beta/models/gemini-2.5-flash:streamGenerateContent"),
+			`{"contents":[{"parts":[{"text":"secret"}]}],"model":"other"}`,
+			Request{Model: "gemini-2.5-flash", Stream: true},
+		},
 		{"gemini unary", ParseEndpoint("/v1beta/models/gemini-2.5-flash:generateContent"), `not json`, Request{Model: "gemini-2.5-flash"}},
 		{"ollama streams by default", ParseEndpoint("/api/chat"), `{"model":"llama3.2","messages":[]}`, Request{Model: "llama3.2", Stream: true}},
 		{"ollama stream false", ParseEndpoint("/api/generate"), `{"model":"llama3.2","prompt":"x","stream":false}`, Request{Model: "llama3.2"}},

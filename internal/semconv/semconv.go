@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package semconv holds every attribute, event and metric name of the
 // streamstall contract (docs/contract.md sections 3 to 6) in one place, so that the
 // receiver, the processor, the connector and the hedging client can never

@@ -1,8 +1,12 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package sse
 
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"strings"
 	"testing"
@@ -23,16 +27,16 @@ func feedSplitter(f Framing, in []byte, s, limit int) ([]record, Splitter) {
 	return got, sp
 }
 
-func readFramed(t testing.TB, f Framing, r io.Reader) []record {
-	t.Helper()
+func readFramed(tb testing.TB, f Framing, r io.Reader) []record {
+	tb.Helper()
 	rd := NewFramedReader(f, r)
 	var got []record
 	for {
 		ev, err := rd.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return got
 		}
-		require.NoError(t, err)
+		require.NoError(tb, err)
 		got = append(got, own(&ev))
 	}
 }
@@ -126,10 +130,10 @@ func TestLineParserResetAndWriter(t *testing.T) {
 
 // referenceArray reads a JSON array with encoding/json, element by element,
 // as ArrayParser must cut it when it is valid.
-func referenceArray(t testing.TB, in []byte) []string {
-	t.Helper()
+func referenceArray(tb testing.TB, in []byte) []string {
+	tb.Helper()
 	var elems []json.RawMessage
-	require.NoError(t, json.Unmarshal(in, &elems))
+	require.NoError(tb, json.Unmarshal(in, &elems))
 	out := make([]string, len(elems))
 	for i, e := range elems {
 		out[i] = string(e)
@@ -167,7 +171,7 @@ func TestArrayParser(t *testing.T) {
 func TestArrayParserShapes(t *testing.T) {
 	tests := map[string][]string{
 		`[]`: nil,
-		` [ 1 , "a\"]" , true, null, [2,[3]], {"k":{}} ] `: {`1`, `"a\"]"`, `true`, `null`, `[2,[3]]`, `{"k":{}}`},
+		` [ 1 , "a\"]" , true, null, [2,[3]], {"k":{}} ] `: {`1`, `"a\"]"`, `true`, `null`, `[2,[3]]`, `{"k":{}}`}, //nolint:gocritic // the whitespace is the test
 		`{"error":{"code":429}}`:                           {`{"error":{"code":429}}`},
 		`[{"a":1}][{"b":2}]`:                               {`{"a":1}`, `{"b":2}`},
 		`[{"a":1}{"b":2}]`:                                 {`{"a":1}`, `{"b":2}`},

@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package sse cuts streamed LLM response bodies into events, incrementally.
 // Mostly they are Server-Sent Events, parsed as the WHATWG HTML standard
 // ("9.2 Server-sent events", event stream interpretation) defines them:
@@ -541,7 +544,7 @@ func (r *Reader) Next() (Event, error) {
 			return Event{}, ErrEventTooLarge
 		}
 		if r.err != nil {
-			if r.err == io.EOF && !r.ended {
+			if errors.Is(r.err, io.EOF) && !r.ended {
 				r.ended = true
 				if r.p.flush() {
 					return *r.p.event(), nil

@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package sse
 
 import (
@@ -142,9 +145,9 @@ func withoutEnds(recs []record) []record {
 	return out
 }
 
-func feedAll(t testing.TB, in []byte, splits ...int) []record {
+func feedAll(tb testing.TB, in []byte, splits ...int) []record {
 	got, oversized := feedMax(in, 0, splits...)
-	require.Zero(t, oversized)
+	require.Zero(tb, oversized)
 	return got
 }
 
@@ -162,7 +165,7 @@ func feedMax(in []byte, limit int, splits ...int) ([]record, int64) {
 	return got, p.Oversized()
 }
 
-func readAll(t testing.TB, r io.Reader) []record {
+func readAll(tb testing.TB, r io.Reader) []record {
 	var got []record
 	rd := NewReader(r)
 	rd.Comments = true
@@ -171,7 +174,7 @@ func readAll(t testing.TB, r io.Reader) []record {
 		if errors.Is(err, io.EOF) {
 			return got
 		}
-		require.NoError(t, err)
+		require.NoError(tb, err)
 		got = append(got, own(&ev))
 	}
 }
@@ -260,7 +263,7 @@ func TestParserSkipsOversizedEvents(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			in := []byte(tt.in)
 			want, wantN := referenceMax(in, limit)
-			assert.Equal(t, tt.oversized, wantN, "the reference agrees with the table")
+			assert.Equal(t, wantN, tt.oversized, "the reference agrees with the table")
 			var data []string
 			for _, r := range want {
 				data = append(data, r.Data)

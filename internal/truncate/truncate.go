@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package truncate cuts strings to a length bound without splitting a
 // UTF-8 encoded character, for attribute values taken from untrusted input.
 package truncate

@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package stallprocessor // import "github.com/streamstall/streamstall/processor/stallprocessor"
 
 import (

@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package stallprocessor
 
 import (
@@ -20,23 +23,23 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the expected golden files from the processor's output")
 
-func newTestSettings(t testing.TB) processor.Settings {
-	t.Helper()
+func newTestSettings(tb testing.TB) processor.Settings {
+	tb.Helper()
 	return processortest.NewNopSettings(metadata.Type)
 }
 
 // runProcessor sends td through a stall processor built by the factory, as
 // a collector would, and returns what reached the next consumer.
-func runProcessor(t testing.TB, cfg *Config, td ptrace.Traces) ptrace.Traces {
-	t.Helper()
-	require.NoError(t, cfg.Validate())
+func runProcessor(tb testing.TB, cfg *Config, td ptrace.Traces) ptrace.Traces {
+	tb.Helper()
+	require.NoError(tb, cfg.Validate())
 	sink := new(consumertest.TracesSink)
-	proc, err := NewFactory().CreateTraces(context.Background(), newTestSettings(t), cfg, sink)
-	require.NoError(t, err)
-	require.NoError(t, proc.Start(context.Background(), nil))
-	defer func() { require.NoError(t, proc.Shutdown(context.Background())) }()
-	require.NoError(t, proc.ConsumeTraces(context.Background(), td))
-	require.Len(t, sink.AllTraces(), 1)
+	proc, err := NewFactory().CreateTraces(context.Background(), newTestSettings(tb), cfg, sink)
+	require.NoError(tb, err)
+	require.NoError(tb, proc.Start(context.Background(), nil))
+	defer func() { require.NoError(tb, proc.Shutdown(context.Background())) }()
+	require.NoError(tb, proc.ConsumeTraces(context.Background(), td))
+	require.Len(tb, sink.AllTraces(), 1)
 	return sink.AllTraces()[0]
 }
 

@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package ssecapture
 
 import (
@@ -94,7 +97,7 @@ func TestProxyOversizedFrameSkipped(t *testing.T) {
 	resp, got := post(t, testClient(t), f.proxyURL+shapes[0].path, shapes[0].body, nil)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Len(t, got, body.Len())
-	assert.True(t, body.String() == string(got), "the client gets the stream as sent")
+	assert.Equal(t, body.String(), string(got), "the client gets the stream as sent")
 
 	span := f.spans(t, 1)[0]
 	assert.Len(t, chunkTimes(span), 6, "the chunks before and after the oversized frame")

@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package ssecapture
 
 import (
@@ -67,8 +70,10 @@ func ollamaChat(t *testing.T, baseURL, profile string) sdkRun {
 	require.NoError(t, err)
 	var run sdkRun
 	var text strings.Builder
-	err = api.NewClient(u, hc).Chat(testContext(t), &api.ChatRequest{Model: "llama3.2",
-		Messages: []api.Message{{Role: "user", Content: "Why do streams stall?"}}}, func(r api.ChatResponse) error {
+	err = api.NewClient(u, hc).Chat(testContext(t), &api.ChatRequest{
+		Model:    "llama3.2",
+		Messages: []api.Message{{Role: "user", Content: "Why do streams stall?"}},
+	}, func(r api.ChatResponse) error {
 		text.WriteString(r.Message.Content)
 		run.model = r.Model
 		return nil

@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package ssecapture
 
 import (
@@ -108,7 +111,7 @@ func anthropicMessages(t *testing.T, baseURL string, profile string) sdkRun {
 	require.NoError(t, stream.Err())
 	require.NoError(t, stream.Close())
 	require.Len(t, msg.Content, 1)
-	return sdkRun{text: msg.Content[0].Text, wire: tap.bytes(), model: string(msg.Model), id: msg.ID}
+	return sdkRun{text: msg.Content[0].Text, wire: tap.bytes(), model: msg.Model, id: msg.ID}
 }
 
 func openAIResponses(t *testing.T, baseURL string, profile string) sdkRun {

@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package figurestest holds the hostile spans that every reader of chunk
 // evidence (the stall processor, the stall_metrics connector, the
 // hedge_advisor exporter) is tested against, with the figures each must give

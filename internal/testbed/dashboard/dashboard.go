@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package dashboard reads the Prometheus queries of a Grafana dashboard and
 // of the docs' ```promql blocks, and the metric names they use, so that
 // tests can hold them to the metrics the connector really emits: by

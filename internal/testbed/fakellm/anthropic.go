@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package fakellm
 
 import "encoding/json"
@@ -113,8 +116,10 @@ func (e *messagesEmitter) blockStop(kind string) [][]byte {
 }
 
 func (e *messagesEmitter) start() [][]byte {
-	msg := anthropicMessage{ID: e.ans.id, Type: "message", Role: "assistant", Model: e.model, Content: []any{},
-		Usage: anthropicUsage{InputTokens: e.ans.inputTokens, OutputTokens: 1}}
+	msg := anthropicMessage{
+		ID: e.ans.id, Type: "message", Role: "assistant", Model: e.model, Content: []any{},
+		Usage: anthropicUsage{InputTokens: e.ans.inputTokens, OutputTokens: 1},
+	}
 	return [][]byte{
 		eventFrame("message_start", struct {
 			Type    string           `json:"type"`
@@ -161,14 +166,18 @@ func (e *messagesEmitter) body() []byte {
 		content = append(content, thinkingBlock{Type: "thinking", Thinking: t, Signature: e.ans.signature})
 	}
 	if e.ans.count(ContentToolCall) > 0 {
-		content = append(content, toolUseBlock{Type: "tool_use", ID: e.ans.toolCallID, Name: e.ans.toolName,
-			Input: json.RawMessage(e.ans.arguments())})
+		content = append(content, toolUseBlock{
+			Type: "tool_use", ID: e.ans.toolCallID, Name: e.ans.toolName,
+			Input: json.RawMessage(e.ans.arguments()),
+		})
 	}
 	if t := e.ans.text(ContentText); t != "" {
 		content = append(content, textBlock{Type: "text", Text: t})
 	}
 	reason := e.stopReason()
-	return marshal(anthropicMessage{ID: e.ans.id, Type: "message", Role: "assistant", Model: e.model,
+	return marshal(anthropicMessage{
+		ID: e.ans.id, Type: "message", Role: "assistant", Model: e.model,
 		Content: content, StopReason: &reason,
-		Usage: anthropicUsage{InputTokens: e.ans.inputTokens, OutputTokens: e.ans.outputTokens()}})
+		Usage: anthropicUsage{InputTokens: e.ans.inputTokens, OutputTokens: e.ans.outputTokens()},
+	})
 }

@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package fakellm
 
 import (
@@ -266,7 +269,7 @@ func TestNonStreamingResponsesParse(t *testing.T) {
 	assert.Equal(t, reqs[1].Text, comp.Choices[0].Text)
 	assert.Equal(t, reqs[2].Text, resp.OutputText())
 	assert.Equal(t, reqs[3].Text, msg.Content[0].Text)
-	assert.Equal(t, "claude-haiku-4-5", string(msg.Model))
+	assert.Equal(t, "claude-haiku-4-5", msg.Model)
 	for _, r := range reqs {
 		assert.False(t, r.Stream)
 		assert.True(t, r.Completed)
@@ -292,7 +295,7 @@ func TestStallKeepalivesFallInsideTheSilences(t *testing.T) {
 		t.Run(path, func(t *testing.T) {
 			// 100x faster than life: 50 ms keepalives in silences of about half a second.
 			srv, hs := startServer(t, Config{Profile: ProfileStallKeepalive, TimeFactor: 0.01, Seed: 9, Chunks: 10})
-			resp := postJSON(t, testContext(t), hs.URL+path, chatStreamBody, nil)
+			resp := postJSON(testContext(t), t, hs.URL+path, chatStreamBody, nil)
 			frames, err := readFrames(t, resp.Body, nil)
 			require.ErrorIs(t, err, io.EOF)
 			rec := waitOne(t, srv)
@@ -335,7 +338,7 @@ func TestStallKeepalivesFallInsideTheSilences(t *testing.T) {
 
 func TestBurstWritesEverythingAtOnce(t *testing.T) {
 	srv, hs := startServer(t, Config{Profile: ProfileBurst, TimeFactor: fastFactor, Chunks: 15})
-	resp := postJSON(t, testContext(t), hs.URL+"/v1/chat/completions", chatStreamBody, nil)
+	resp := postJSON(testContext(t), t, hs.URL+"/v1/chat/completions", chatStreamBody, nil)
 	frames, err := readFrames(t, resp.Body, nil)
 	require.ErrorIs(t, err, io.EOF)
 	rec := waitOne(t, srv)
@@ -353,5 +356,5 @@ func TestBurstWritesEverythingAtOnce(t *testing.T) {
 	// One write: the client reads all 15 frames back to back (the server-side equality above is
 	// the exact proof; this bounds what the client saw, with room for a loaded machine).
 	assert.Less(t, received[14].Sub(received[0]), lateTolerance)
-	assert.Equal(t, rec.Frames, len(frames))
+	assert.Len(t, frames, rec.Frames)
 }

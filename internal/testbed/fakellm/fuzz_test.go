@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package fakellm
 
 import (
@@ -18,8 +21,10 @@ func FuzzSteering(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, script, profile, seed, chunks, content string) {
 		h := http.Header{}
-		for k, v := range map[string]string{HeaderScript: script, HeaderProfile: profile, HeaderSeed: seed,
-			HeaderChunks: chunks, HeaderContent: content} {
+		for k, v := range map[string]string{
+			HeaderScript: script, HeaderProfile: profile, HeaderSeed: seed,
+			HeaderChunks: chunks, HeaderContent: content,
+		} {
 			if v != "" {
 				h.Set(k, v)
 			}

@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package fakellm
 
 import (
@@ -46,7 +49,7 @@ func TestWireGolden(t *testing.T) {
 				t.Run(name, func(t *testing.T) {
 					clock := clockwork.NewFakeClockAt(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 					srv, hs := startServer(t, Config{Seed: 2026, Clock: clock, Profile: `{"ttft_ms":0}`, Chunks: 4})
-					resp := postJSON(t, testContext(t), hs.URL+path, reqBody, map[string]string{HeaderContent: content})
+					resp := postJSON(testContext(t), t, hs.URL+path, reqBody, map[string]string{HeaderContent: content})
 					require.Equal(t, http.StatusOK, resp.StatusCode)
 					got, err := io.ReadAll(resp.Body)
 					require.NoError(t, err)
@@ -99,7 +102,7 @@ func TestNativeWireGolden(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			clock := clockwork.NewFakeClockAt(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 			srv, hs := startServer(t, Config{Seed: 2026, Clock: clock, Profile: `{"ttft_ms":0}`, Chunks: 4})
-			resp := postJSON(t, testContext(t), hs.URL+c.path, c.body, nil)
+			resp := postJSON(testContext(t), t, hs.URL+c.path, c.body, nil)
 			require.Equal(t, http.StatusOK, resp.StatusCode)
 			got, err := io.ReadAll(resp.Body)
 			require.NoError(t, err)

@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package fakellm
 
 import "encoding/json"
@@ -161,8 +164,10 @@ type chatMessage struct {
 func (e *chatEmitter) body() []byte {
 	m := chatMessage{Role: "assistant", ReasoningContent: e.ans.text(ContentReasoning), Annotations: []struct{}{}}
 	if e.ans.count(ContentToolCall) > 0 {
-		m.ToolCalls = []chatToolCall{{ID: e.ans.toolCallID, Type: "function",
-			Function: chatToolFunction{Name: e.ans.toolName, Arguments: e.ans.arguments()}}}
+		m.ToolCalls = []chatToolCall{{
+			ID: e.ans.toolCallID, Type: "function",
+			Function: chatToolFunction{Name: e.ans.toolName, Arguments: e.ans.arguments()},
+		}}
 	} else {
 		text := e.ans.text(ContentText)
 		m.Content = &text
@@ -210,8 +215,10 @@ func (e *completionsEmitter) usage() completionUsage {
 }
 
 func (e *completionsEmitter) frame(choices []completionChoice, usage json.RawMessage) []byte {
-	c := completionChunk{ID: e.ans.id, Object: "text_completion", Created: e.created, Choices: choices,
-		Model: e.model, SystemFingerprint: e.ans.fingerprint, Usage: usage}
+	c := completionChunk{
+		ID: e.ans.id, Object: "text_completion", Created: e.created, Choices: choices,
+		Model: e.model, SystemFingerprint: e.ans.fingerprint, Usage: usage,
+	}
 	if e.includeUsage && usage == nil {
 		c.Usage = jsonNull
 	}
@@ -243,6 +250,9 @@ func (e *completionsEmitter) body() []byte {
 		Choices           []completionChoice `json:"choices"`
 		Usage             completionUsage    `json:"usage"`
 		SystemFingerprint string             `json:"system_fingerprint"`
-	}{e.ans.id, "text_completion", e.created, e.model,
-		[]completionChoice{{Text: e.ans.text(ContentText), FinishReason: &stop}}, e.usage(), e.ans.fingerprint})
+	}{
+		e.ans.id, "text_completion", e.created, e.model,
+		[]completionChoice{{Text: e.ans.text(ContentText), FinishReason: &stop}},
+		e.usage(), e.ans.fingerprint,
+	})
 }

@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package fakellm
 
 import (
@@ -50,7 +53,7 @@ func TestStallProfileSilences(t *testing.T) {
 		require.NotEmpty(t, p.StallAfter)
 		require.LessOrEqual(t, len(p.StallAfter), maxStalls)
 		assert.True(t, slices.IsSorted(p.StallAfter))
-		assert.Equal(t, len(p.StallAfter), len(slices.Compact(slices.Clone(p.StallAfter))), "positions are distinct")
+		assert.Len(t, slices.Compact(slices.Clone(p.StallAfter)), len(p.StallAfter), "positions are distinct")
 		for _, after := range p.StallAfter {
 			require.GreaterOrEqual(t, after, 1)
 			require.Less(t, after, p.Chunks(), "a stall sits between two chunks")
@@ -115,8 +118,10 @@ func TestParseScript(t *testing.T) {
 	s, err := ParseScript([]byte(`{"ttft_ms":1.5,"gaps_ms":[0,2],"keepalive_every_ms":3,"burst":true,
 		"close_after_chunk":2,"status":503,"retry_after_ms":10,"content":"tool_call"}`))
 	require.NoError(t, err)
-	assert.Equal(t, Script{TTFTMillis: 1.5, GapsMillis: []float64{0, 2}, KeepaliveEveryMillis: 3, Burst: true,
-		CloseAfterChunk: 2, Status: 503, RetryAfterMillis: 10, Content: ContentToolCall}, s)
+	assert.Equal(t, Script{
+		TTFTMillis: 1.5, GapsMillis: []float64{0, 2}, KeepaliveEveryMillis: 3, Burst: true,
+		CloseAfterChunk: 2, Status: 503, RetryAfterMillis: 10, Content: ContentToolCall,
+	}, s)
 
 	for _, bad := range []struct{ in, want string }{
 		{`{"ttft_ms":1} {}`, "trailing data"},
@@ -141,7 +146,7 @@ func TestParseScript(t *testing.T) {
 
 func TestScriptedErrorStatusAndChunks(t *testing.T) {
 	srv, hs := startServer(t, Config{Chunks: 4})
-	resp := postJSON(t, testContext(t), hs.URL+"/v1/messages", chatStreamBody,
+	resp := postJSON(testContext(t), t, hs.URL+"/v1/messages", chatStreamBody,
 		map[string]string{HeaderScript: `{"status":529,"retry_after_ms":1500}`})
 	assert.Equal(t, 529, resp.StatusCode)
 	assert.Equal(t, "2", resp.Header.Get("Retry-After"))
@@ -151,7 +156,7 @@ func TestScriptedErrorStatusAndChunks(t *testing.T) {
 	assert.Equal(t, 529, rec.Status)
 
 	srv.Reset()
-	resp = postJSON(t, testContext(t), hs.URL+"/v1/chat/completions", chatStreamBody,
+	resp = postJSON(testContext(t), t, hs.URL+"/v1/chat/completions", chatStreamBody,
 		map[string]string{HeaderProfile: `{"ttft_ms":0}`, HeaderChunks: "3"})
 	frames, err := readFrames(t, resp.Body, nil)
 	require.ErrorIs(t, err, io.EOF)

@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package fakellm
 
 import "encoding/json"
@@ -168,8 +171,10 @@ func (e *responsesEmitter) item(kind string, complete bool) any {
 		}
 		return it
 	case ContentToolCall:
-		it := functionCallItem{ID: e.itemID(kind), Type: "function_call", Status: status,
-			CallID: e.ans.toolCallID, Name: e.ans.toolName}
+		it := functionCallItem{
+			ID: e.itemID(kind), Type: "function_call", Status: status,
+			CallID: e.ans.toolCallID, Name: e.ans.toolName,
+		}
 		if complete {
 			it.Arguments = e.ans.arguments()
 		}

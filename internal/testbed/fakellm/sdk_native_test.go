@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package fakellm
 
 import (
@@ -135,7 +138,7 @@ func TestGeminiUnarySDK(t *testing.T) {
 // array of GenerateContentResponse, each element written and flushed as it is due.
 func TestGeminiJSONArrayStream(t *testing.T) {
 	srv, hs := startServer(t, Config{Profile: `{"ttft_ms":1,"gaps_ms":[1,1,1]}`, Seed: 4})
-	resp := postJSON(t, testContext(t), hs.URL+"/v1beta/models/gemini-2.5-flash:streamGenerateContent", `{"contents":[{"parts":[{"text":"hi"}]}]}`, nil)
+	resp := postJSON(testContext(t), t, hs.URL+"/v1beta/models/gemini-2.5-flash:streamGenerateContent", `{"contents":[{"parts":[{"text":"hi"}]}]}`, nil)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	assert.Equal(t, "application/json; charset=UTF-8", resp.Header.Get("Content-Type"))
 	var body bytes.Buffer
@@ -175,8 +178,10 @@ func TestGeminiAndOllamaErrorsSDK(t *testing.T) {
 				break
 			}
 			stream := true
-			err := ollamaClient(t, hs).Chat(testContext(t), &api.ChatRequest{Model: "llama3.2", Stream: &stream,
-				Messages: []api.Message{{Role: "user", Content: "hi"}}}, func(api.ChatResponse) error { return nil })
+			err := ollamaClient(t, hs).Chat(testContext(t), &api.ChatRequest{
+				Model: "llama3.2", Stream: &stream,
+				Messages: []api.Message{{Role: "user", Content: "hi"}},
+			}, func(api.ChatResponse) error { return nil })
 			var oerr api.StatusError
 			require.ErrorAs(t, err, &oerr)
 			assert.Equal(t, tc.status, oerr.StatusCode)
@@ -198,8 +203,10 @@ func TestOllamaChatSDK(t *testing.T) {
 			var text strings.Builder
 			var final api.ChatResponse
 			frames := 0
-			err := ollamaClient(t, hs).Chat(testContext(t), &api.ChatRequest{Model: "llama3.2",
-				Messages: []api.Message{{Role: "user", Content: "Why do streams stall?"}}}, func(r api.ChatResponse) error {
+			err := ollamaClient(t, hs).Chat(testContext(t), &api.ChatRequest{
+				Model:    "llama3.2",
+				Messages: []api.Message{{Role: "user", Content: "Why do streams stall?"}},
+			}, func(r api.ChatResponse) error {
 				frames++
 				assert.Equal(t, "llama3.2", r.Model)
 				text.WriteString(r.Message.Content)
@@ -237,8 +244,10 @@ func TestOllamaThinkingToolsAndGenerateSDK(t *testing.T) {
 	srv, hs := startServer(t, Config{TimeFactor: fastFactor, Chunks: 6, Seed: 3})
 	client := ollamaClient(t, hs)
 	var thinking, text strings.Builder
-	err := client.Chat(testContext(t), &api.ChatRequest{Model: "qwen3", Think: &api.ThinkValue{Value: true},
-		Messages: []api.Message{{Role: "user", Content: "hi"}}}, func(r api.ChatResponse) error {
+	err := client.Chat(testContext(t), &api.ChatRequest{
+		Model: "qwen3", Think: &api.ThinkValue{Value: true},
+		Messages: []api.Message{{Role: "user", Content: "hi"}},
+	}, func(r api.ChatResponse) error {
 		thinking.WriteString(r.Message.Thinking)
 		text.WriteString(r.Message.Content)
 		return nil
@@ -251,9 +260,11 @@ func TestOllamaThinkingToolsAndGenerateSDK(t *testing.T) {
 
 	srv.Reset()
 	var calls []api.ToolCall
-	err = client.Chat(testContext(t), &api.ChatRequest{Model: "llama3.2",
+	err = client.Chat(testContext(t), &api.ChatRequest{
+		Model:    "llama3.2",
 		Tools:    api.Tools{{Type: "function", Function: api.ToolFunction{Name: "get_weather"}}},
-		Messages: []api.Message{{Role: "user", Content: "Weather?"}}}, func(r api.ChatResponse) error {
+		Messages: []api.Message{{Role: "user", Content: "Weather?"}},
+	}, func(r api.ChatResponse) error {
 		calls = append(calls, r.Message.ToolCalls...)
 		return nil
 	})
@@ -280,8 +291,10 @@ func TestOllamaThinkingToolsAndGenerateSDK(t *testing.T) {
 	srv.Reset()
 	stream := false
 	var whole []api.ChatResponse
-	err = client.Chat(testContext(t), &api.ChatRequest{Model: "llama3.2", Stream: &stream,
-		Messages: []api.Message{{Role: "user", Content: "hi"}}}, func(r api.ChatResponse) error {
+	err = client.Chat(testContext(t), &api.ChatRequest{
+		Model: "llama3.2", Stream: &stream,
+		Messages: []api.Message{{Role: "user", Content: "hi"}},
+	}, func(r api.ChatResponse) error {
 		whole = append(whole, r)
 		return nil
 	})
@@ -305,8 +318,10 @@ func TestEarlyCloseBreaksNativeSDKStreams(t *testing.T) {
 		finished = finished || resp.Candidates[0].FinishReason != ""
 	}
 	done := false
-	oerr := ollamaClient(t, hs).Chat(testContext(t), &api.ChatRequest{Model: "llama3.2",
-		Messages: []api.Message{{Role: "user", Content: "hi"}}}, func(r api.ChatResponse) error {
+	oerr := ollamaClient(t, hs).Chat(testContext(t), &api.ChatRequest{
+		Model:    "llama3.2",
+		Messages: []api.Message{{Role: "user", Content: "hi"}},
+	}, func(r api.ChatResponse) error {
 		done = done || r.Done
 		return nil
 	})

@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package fakellm
 
 import (
@@ -62,7 +65,7 @@ func chatParams(model string) openai.ChatCompletionNewParams {
 
 func messageParams(model string) anthropic.MessageNewParams {
 	return anthropic.MessageNewParams{
-		Model:     anthropic.Model(model),
+		Model:     model,
 		MaxTokens: 1024,
 		Messages:  []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Why do streams stall?"))},
 	}
@@ -123,7 +126,7 @@ func TestOpenAIChatStreamingSDK(t *testing.T) {
 			assert.Len(t, rec.ChunkTimes, 12)
 			// role frame, 12 content frames, finish frame, usage frame, [DONE], plus keepalives
 			assert.Equal(t, 16+rec.Keepalives(), rec.Frames)
-			assert.Equal(t, rec.Bytes, len(srv.Sent(0)))
+			assert.Len(t, srv.Sent(0), rec.Bytes)
 		})
 	}
 }
@@ -158,7 +161,7 @@ func TestAnthropicMessagesStreamingSDK(t *testing.T) {
 			assert.Equal(t, anthropic.StopReasonEndTurn, msg.StopReason)
 			assert.Equal(t, int64(12), msg.Usage.OutputTokens)
 			assert.Equal(t, int64(rec.InputTokens), msg.Usage.InputTokens)
-			assert.Equal(t, "claude-sonnet-4-5", string(msg.Model))
+			assert.Equal(t, "claude-sonnet-4-5", msg.Model)
 			assert.Equal(t, rec.ResponseID, msg.ID)
 			assert.True(t, rec.Completed)
 			assert.Len(t, rec.ChunkTimes, 12)

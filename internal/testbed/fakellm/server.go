@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package fakellm is a scripted LLM upstream for tests, benchmarks and the demo. It answers the
 // OpenAI chat completions, completions and Responses APIs, the Anthropic messages API, Gemini's
 // generateContent and streamGenerateContent (Google AI Studio and Vertex AI paths, with and

@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package fakellm
 
 import (
@@ -78,7 +81,7 @@ func readFrames(t *testing.T, body io.Reader, stop func(frame) bool) ([]frame, e
 	}
 }
 
-func postJSON(t *testing.T, ctx context.Context, url string, body string, headers map[string]string) *http.Response {
+func postJSON(ctx context.Context, t *testing.T, url string, body string, headers map[string]string) *http.Response {
 	t.Helper()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
 	require.NoError(t, err)
@@ -115,14 +118,14 @@ func TestScriptTimingOnTheWire(t *testing.T) {
 func scriptTimingRun(t *testing.T, path string) []string {
 	srv, hs := startServer(t, Config{})
 	script := `{"ttft_ms":30,"gaps_ms":[10,10,300,10],"keepalive_every_ms":80}`
-	resp := postJSON(t, testContext(t), hs.URL+path, chatStreamBody, map[string]string{HeaderScript: script})
+	resp := postJSON(testContext(t), t, hs.URL+path, chatStreamBody, map[string]string{HeaderScript: script})
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	assert.Equal(t, "text/event-stream; charset=utf-8", resp.Header.Get("Content-Type"))
 	frames, err := readFrames(t, resp.Body, nil)
 	require.ErrorIs(t, err, io.EOF)
 	rec := waitOne(t, srv)
 	assert.True(t, rec.Completed)
-	assert.Equal(t, rec.Frames, len(frames))
+	assert.Len(t, frames, rec.Frames)
 
 	var problems []string
 	want := []float64{30, 40, 50, 350, 360}
@@ -178,7 +181,7 @@ func TestClientDisconnectStopsTheStream(t *testing.T) {
 			defer cancel()
 			// A 60 s silence after the second chunk, with keepalives: only the disconnect can end it.
 			script := `{"ttft_ms":0,"gaps_ms":[0,60000,0],"keepalive_every_ms":5}`
-			resp := postJSON(t, ctx, hs.URL+path, chatStreamBody, map[string]string{HeaderScript: script})
+			resp := postJSON(ctx, t, hs.URL+path, chatStreamBody, map[string]string{HeaderScript: script})
 			contents := 0
 			_, err := readFrames(t, resp.Body, func(f frame) bool {
 				if f.isContent() {
@@ -238,7 +241,7 @@ func TestDeterministicBySeed(t *testing.T) {
 		srv, hs := startServer(t, Config{Seed: seed, Clock: clock, Profile: profile, Chunks: 6})
 		var bodies [][]byte
 		for _, path := range []string{"/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages"} {
-			resp := postJSON(t, testContext(t), hs.URL+path, chatStreamBody, nil)
+			resp := postJSON(testContext(t), t, hs.URL+path, chatStreamBody, nil)
 			b, err := io.ReadAll(resp.Body)
 			require.NoError(t, err)
 			bodies = append(bodies, b)
@@ -271,7 +274,8 @@ func TestDeterministicBySeed(t *testing.T) {
 		require.NoError(t, err)
 		return st.profile.plan(newRequestRand(st.seed, 0), st.chunks, srv.cfg.TimeFactor)
 	}
-	assert.Equal(t, plan(5), plan(5))
+	first, again := plan(5), plan(5)
+	assert.Equal(t, first, again, "the same seed plans the same stream")
 	assert.NotEqual(t, plan(5), plan(6))
 }
 
@@ -279,7 +283,7 @@ func TestRequestLogEndpoint(t *testing.T) {
 	srv, hs := startServer(t, Config{Profile: `{"ttft_ms":1,"gaps_ms":[1,1]}`})
 	client := testHTTPClient(t)
 	for range 2 {
-		resp := postJSON(t, testContext(t), hs.URL+"/v1/chat/completions", chatStreamBody, nil)
+		resp := postJSON(testContext(t), t, hs.URL+"/v1/chat/completions", chatStreamBody, nil)
 		_, err := io.Copy(io.Discard, resp.Body)
 		require.NoError(t, err)
 	}
@@ -328,7 +332,7 @@ func TestRequestLogEndpoint(t *testing.T) {
 	assert.Empty(t, srv.Requests())
 	assert.Nil(t, srv.Sent(0))
 
-	resp3 := postJSON(t, testContext(t), hs.URL+"/v1/chat/completions", chatStreamBody, nil)
+	resp3 := postJSON(testContext(t), t, hs.URL+"/v1/chat/completions", chatStreamBody, nil)
 	_, err = io.Copy(io.Discard, resp3.Body)
 	require.NoError(t, err)
 	rec := waitOne(t, srv)
@@ -365,7 +369,7 @@ func TestBadRequestsGetProviderErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv.Reset()
-			resp := postJSON(t, testContext(t), hs.URL+tc.path, tc.body, tc.headers)
+			resp := postJSON(testContext(t), t, hs.URL+tc.path, tc.body, tc.headers)
 			b, err := io.ReadAll(resp.Body)
 			require.NoError(t, err)
 			assert.Equal(t, tc.status, resp.StatusCode)
@@ -391,7 +395,7 @@ func TestBadRequestsGetProviderErrors(t *testing.T) {
 
 func TestUnknownPathIs404(t *testing.T) {
 	srv, hs := startServer(t, Config{})
-	resp := postJSON(t, testContext(t), hs.URL+"/v1/embeddings", `{}`, nil)
+	resp := postJSON(testContext(t), t, hs.URL+"/v1/embeddings", `{}`, nil)
 	assert.Equal(t, http.StatusNotFound, resp.StatusCode)
 	oc := openAIClient(t, hs)
 	_, err := oc.Models.List(testContext(t))
@@ -430,7 +434,7 @@ func TestServesOverHTTPServerOnLoopback(t *testing.T) {
 	hs.Start()
 	defer hs.Close()
 	assert.True(t, strings.HasPrefix(hs.URL, "http://127.0.0.1:"))
-	resp := postJSON(t, testContext(t), hs.URL+"/v1/chat/completions", chatStreamBody, nil)
+	resp := postJSON(testContext(t), t, hs.URL+"/v1/chat/completions", chatStreamBody, nil)
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	assert.Equal(t, 3, strings.Count(string(b), `"delta":{"content"`))
@@ -446,13 +450,13 @@ func TestPathPrefixSelectsProfile(t *testing.T) {
 	assert.Equal(t, http.StatusTooManyRequests, oerr.StatusCode)
 
 	// A header still wins over the path.
-	resp := postJSON(t, testContext(t), hs.URL+"/p/http429/v1/messages", chatStreamBody,
+	resp := postJSON(testContext(t), t, hs.URL+"/p/http429/v1/messages", chatStreamBody,
 		map[string]string{HeaderProfile: ProfileBurst})
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 	_, err = io.Copy(io.Discard, resp.Body)
 	require.NoError(t, err)
 
-	bad := postJSON(t, testContext(t), hs.URL+"/p/warp/v1/chat/completions", chatStreamBody, nil)
+	bad := postJSON(testContext(t), t, hs.URL+"/p/warp/v1/chat/completions", chatStreamBody, nil)
 	assert.Equal(t, http.StatusBadRequest, bad.StatusCode)
 
 	reqs, err := srv.WaitFor(testContext(t), 3)
@@ -467,7 +471,7 @@ func TestPathPrefixSelectsProfile(t *testing.T) {
 func TestRecordsRequestHeadersAndBody(t *testing.T) {
 	srv, hs := startServer(t, Config{Profile: `{"ttft_ms":0}`, Chunks: 2})
 	body := `{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"secret prompt"}]}`
-	resp := postJSON(t, testContext(t), hs.URL+"/v1/chat/completions", body, map[string]string{
+	resp := postJSON(testContext(t), t, hs.URL+"/v1/chat/completions", body, map[string]string{
 		"Authorization": "Bearer sk-live", "X-Api-Key": "k", "Traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
 	})
 	_, err := io.Copy(io.Discard, resp.Body)
@@ -490,7 +494,7 @@ func TestRecordsRequestHeadersAndBody(t *testing.T) {
 
 func TestDiscardBodies(t *testing.T) {
 	srv, hs := startServer(t, Config{Profile: `{"ttft_ms":0}`, Chunks: 2, DiscardBodies: true})
-	resp := postJSON(t, testContext(t), hs.URL+"/v1/chat/completions", chatStreamBody, nil)
+	resp := postJSON(testContext(t), t, hs.URL+"/v1/chat/completions", chatStreamBody, nil)
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	rec := waitOne(t, srv)
@@ -510,7 +514,7 @@ func TestNativeAPIRejections(t *testing.T) {
 		{"/api/chat", `{"messages":[]}`, `{"error":"model: field required"}`},
 		{"/api/generate", `[`, `{"error":"We could not parse`},
 	} {
-		resp := postJSON(t, testContext(t), hs.URL+tc.path, tc.body, nil)
+		resp := postJSON(testContext(t), t, hs.URL+tc.path, tc.body, nil)
 		b, err := io.ReadAll(resp.Body)
 		require.NoError(t, err)
 		assert.Equal(t, http.StatusBadRequest, resp.StatusCode, tc.path)

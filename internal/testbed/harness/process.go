@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package harness runs streamstall's moving parts as real processes on
 // loopback (the ocb-built collector, Jaeger, Prometheus, fakellm) and
 // receives what the collector exports. The end-to-end tests and the demo
@@ -180,7 +183,7 @@ func (p *Process) WaitHTTP(ctx context.Context, url string, want int) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s did not answer %s with %d: %w (last: %v)", p.Name, url, want, ctx.Err(), last)
+			return fmt.Errorf("%s did not answer %s with %d: %w (last: %w)", p.Name, url, want, ctx.Err(), last)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package mdcode reads the fenced code blocks of the Markdown docs, so that
 // tests can run the configs and commands the docs show and hold their
 // sample output to what a real run prints.

@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package takingsink is a traces consumer that takes what it is given as its
 // own, as batch and other asynchronous consumers do, so that tests can prove
 // a receiver reads nothing of the data after handing it on.

@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Command modproxy writes a file-system module proxy (the GOPROXY layout,
 // served with GOPROXY=file://DIR) holding the modules that a git repository
 // tags at one version: the tag VERSION for the root module, DIR/VERSION for

@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package main
 
 import (
@@ -37,8 +40,12 @@ func TestProxyServesTheTaggedModules(t *testing.T) {
 	t.Setenv("GIT_COMMITTER_NAME", "test")
 	t.Setenv("GIT_COMMITTER_EMAIL", "test@localhost")
 	for _, args := range [][]string{
-		{"init", "-q"}, {"add", "r.go", "go.mod", "LICENSE", "sub"}, {"commit", "-q", "-m", "v0.1.0"},
-		{"tag", "v0.1.0"}, {"tag", "sub/v0.1.0"}, {"tag", "sub/v0.2.0"},
+		{"init", "-q"},
+		{"add", "r.go", "go.mod", "LICENSE", "sub"},
+		{"commit", "-q", "-m", "v0.1.0"},
+		{"tag", "v0.1.0"},
+		{"tag", "sub/v0.1.0"},
+		{"tag", "sub/v0.2.0"},
 	} {
 		if _, err := git(repo, args...); err != nil {
 			t.Fatal(err)

@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Command release cuts a release of the modules that versions.yaml lists,
 // the way contrib's and core's multimod does: every requirement between them
 // names the release version, and every module is tagged at one commit

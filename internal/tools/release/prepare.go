@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package main
 
 import (
@@ -70,7 +73,7 @@ func prepare(root, version string, stdout io.Writer) error {
 		tags = append(tags, m.tag(version))
 	}
 	if status, err := git(root, "status", "--porcelain"); err != nil || status != "" {
-		return fmt.Errorf("the working tree is not clean after the release (%v):\n%s", err, status)
+		return fmt.Errorf("the working tree is not clean after the release (%w):\n%s", err, status)
 	}
 	head, err := git(root, "log", "-1", "--format=%h %s")
 	if err != nil {

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Copyright The streamstall Authors
+# SPDX-License-Identifier: Apache-2.0
 # rehearse.sh: a release as a stranger consumes it, offline (make rehearse,
 # part of make test; docs/releasing.md).
 #

@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package main
 
 import (
@@ -158,29 +161,43 @@ func TestPrepareRefuses(t *testing.T) {
 		{name: "short", version: "v0.2", want: "malformed version"},
 		{name: "build metadata", version: "v0.2.0+x", want: "malformed version"},
 		{name: "major above v1", version: "v2.0.0", want: "/v2 suffix"},
-		{name: "dirty tree", version: "v0.2.0", want: "not clean",
+		{
+			name: "dirty tree", version: "v0.2.0", want: "not clean",
 			setup: func(t *testing.T, dir string) {
 				if err := os.WriteFile(filepath.Join(dir, "r.go"), []byte("package r // edited\n"), 0o644); err != nil {
 					t.Fatal(err)
 				}
-			}},
-		{name: "untracked file", version: "v0.2.0", want: "not clean",
+			},
+		},
+		{
+			name: "untracked file", version: "v0.2.0", want: "not clean",
 			setup: func(t *testing.T, dir string) {
 				if err := os.WriteFile(filepath.Join(dir, "new.go"), []byte("package r\n"), 0o644); err != nil {
 					t.Fatal(err)
 				}
-			}},
-		{name: "a tag exists", version: "v0.2.0", want: "the tags sub/v0.2.0 exist",
-			setup: func(t *testing.T, dir string) { mustGit(t, dir, "tag", "sub/v0.2.0") }},
-		{name: "module not in versions.yaml", version: "v0.2.0", want: "example.com/r/other is in no module set",
-			edits: map[string]string{"other/go.mod": "module example.com/r/other\n\ngo 1.26.0\n"}},
-		{name: "module path not its directory", version: "v0.2.0", want: "does not match its directory",
-			edits: map[string]string{"sub/go.mod": "module example.com/r/subx\n\ngo 1.26.0\n"}},
-		{name: "README and builder-config differ", version: "v0.2.0", want: "differ in receivers",
+			},
+		},
+		{
+			name: "a tag exists", version: "v0.2.0", want: "the tags sub/v0.2.0 exist",
+			setup: func(t *testing.T, dir string) { mustGit(t, dir, "tag", "sub/v0.2.0") },
+		},
+		{
+			name: "module not in versions.yaml", version: "v0.2.0", want: "example.com/r/other is in no module set",
+			edits: map[string]string{"other/go.mod": "module example.com/r/other\n\ngo 1.26.0\n"},
+		},
+		{
+			name: "module path not its directory", version: "v0.2.0", want: "does not match its directory",
+			edits: map[string]string{"sub/go.mod": "module example.com/r/subx\n\ngo 1.26.0\n"},
+		},
+		{
+			name: "README and builder-config differ", version: "v0.2.0", want: "differ in receivers",
 			edits: map[string]string{"README.md": "# r\n\n" + manifestBegin + "\n```yaml\n" +
-				strings.Replace(manifestYAML, "otlpreceiver v0.165.0", "otlpreceiver v0.164.0", 1) + "```\n" + manifestEnd + "\n"}},
-		{name: "no replace for a sibling", version: "v0.2.0", want: "without `replace example.com/r/sub => ./sub`",
-			edits: map[string]string{"go.mod": "module example.com/r\n\ngo 1.26.0\n\nrequire example.com/r/sub v0.1.0\n"}},
+				strings.Replace(manifestYAML, "otlpreceiver v0.165.0", "otlpreceiver v0.164.0", 1) + "```\n" + manifestEnd + "\n"},
+		},
+		{
+			name: "no replace for a sibling", version: "v0.2.0", want: "without `replace example.com/r/sub => ./sub`",
+			edits: map[string]string{"go.mod": "module example.com/r\n\ngo 1.26.0\n\nrequire example.com/r/sub v0.1.0\n"},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := newRepo(t, tc.edits)
@@ -213,20 +230,34 @@ func TestCheck(t *testing.T) {
 		want  string // "" when the checkout is consistent
 	}{
 		{name: "consistent"},
-		{name: "placeholder", want: "go.mod:5: requires example.com/r/sub at the placeholder " + placeholder,
-			edits: map[string]string{"go.mod": strings.Replace(fixture["go.mod"], "sub v0.1.0", "sub "+placeholder, 1)}},
-		{name: "placeholder in an excluded module", want: "tools/go.mod:5: requires example.com/r/sub at the placeholder",
-			edits: map[string]string{"tools/go.mod": fixture["tools/go.mod"] + "\nrequire example.com/r/sub " + placeholder + "\n"}},
-		{name: "another version", want: "go.mod:5: requires example.com/r/sub v0.0.9, want v0.1.0",
-			edits: map[string]string{"go.mod": strings.Replace(fixture["go.mod"], "sub v0.1.0", "sub v0.0.9", 1)}},
-		{name: "README pins another version", want: "README.md:11: gomod \"example.com/r v0.0.9\", want \"example.com/r v0.1.0\"",
-			edits: map[string]string{"README.md": strings.Replace(fixture["README.md"], "example.com/r v0.1.0", "example.com/r v0.0.9", 1)}},
-		{name: "README has replaces", want: "a user's manifest has no replaces",
-			edits: map[string]string{"README.md": strings.Replace(fixture["README.md"], "```\n<!--", "replaces:\n  - example.com/r => ../\n```\n<!--", 1)}},
-		{name: "builder-config misses a replace", want: "replaces needs `example.com/r/sub => ../sub`",
-			edits: map[string]string{"builder-config.yaml": strings.Replace(fixture["builder-config.yaml"], "  - example.com/r/sub => ../sub\n", "", 1)}},
-		{name: "no README manifest", want: "README.md: no ocb manifest",
-			edits: map[string]string{"README.md": "# r\n"}},
+		{
+			name: "placeholder", want: "go.mod:5: requires example.com/r/sub at the placeholder " + placeholder,
+			edits: map[string]string{"go.mod": strings.Replace(fixture["go.mod"], "sub v0.1.0", "sub "+placeholder, 1)},
+		},
+		{
+			name: "placeholder in an excluded module", want: "tools/go.mod:5: requires example.com/r/sub at the placeholder",
+			edits: map[string]string{"tools/go.mod": fixture["tools/go.mod"] + "\nrequire example.com/r/sub " + placeholder + "\n"},
+		},
+		{
+			name: "another version", want: "go.mod:5: requires example.com/r/sub v0.0.9, want v0.1.0",
+			edits: map[string]string{"go.mod": strings.Replace(fixture["go.mod"], "sub v0.1.0", "sub v0.0.9", 1)},
+		},
+		{
+			name: "README pins another version", want: "README.md:11: gomod \"example.com/r v0.0.9\", want \"example.com/r v0.1.0\"",
+			edits: map[string]string{"README.md": strings.Replace(fixture["README.md"], "example.com/r v0.1.0", "example.com/r v0.0.9", 1)},
+		},
+		{
+			name: "README has replaces", want: "a user's manifest has no replaces",
+			edits: map[string]string{"README.md": strings.Replace(fixture["README.md"], "```\n<!--", "replaces:\n  - example.com/r => ../\n```\n<!--", 1)},
+		},
+		{
+			name: "builder-config misses a replace", want: "replaces needs `example.com/r/sub => ../sub`",
+			edits: map[string]string{"builder-config.yaml": strings.Replace(fixture["builder-config.yaml"], "  - example.com/r/sub => ../sub\n", "", 1)},
+		},
+		{
+			name: "no README manifest", want: "README.md: no ocb manifest",
+			edits: map[string]string{"README.md": "# r\n"},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := newRepo(t, tc.edits)

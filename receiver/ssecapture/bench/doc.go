@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package bench measures what the sse_capture proxy costs a stream. It has
 // no code of its own: run its benchmarks with
 //

@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package bench
 
 import (
@@ -155,7 +158,7 @@ func startChildProxy(tb testing.TB, kind, upstream string, env ...string) *proxy
 	}
 	var once sync.Once
 	tb.Cleanup(func() { once.Do(func() { p.stop() }) })
-	waitListening(tb, addr, func() string { return stderr.String() })
+	waitListening(tb, addr, stderr.String)
 	return p
 }
 

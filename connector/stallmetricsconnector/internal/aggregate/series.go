@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package aggregate holds the data points of the connector's metrics: one
 // Series per metric, bounded, with an overflow data point past the bound.
 package aggregate // import "github.com/streamstall/streamstall/connector/stallmetricsconnector/internal/aggregate"

@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package attempt reads what one streaming LLM attempt span tells about
 // time to first content and inter-chunk gaps.
 package attempt // import "github.com/streamstall/streamstall/exporter/hedgeadvisorexporter/internal/attempt"

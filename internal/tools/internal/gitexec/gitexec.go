@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package gitexec runs git for the release tools, with git's own complaint
 // in the error.
 package gitexec

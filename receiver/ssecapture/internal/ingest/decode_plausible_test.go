@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package ingest
 
 import (
@@ -77,10 +80,24 @@ func TestDecodeOffsetStrings(t *testing.T) {
 		offset string
 		ok     bool
 	}{
-		{`"12.5"`, true}, {`"3"`, true}, {`"0"`, true}, {`"0.000"`, true},
-		{`1e3`, true}, {`12.5`, true}, {`0`, true},
-		{`"1e3"`, false}, {`"+1"`, false}, {`"-1"`, false}, {`"Infinity"`, false}, {`"NaN"`, false},
-		{`"1."`, false}, {`".5"`, false}, {`" 1"`, false}, {`"0x10"`, false}, {`""`, false}, {`"1_000"`, false},
+		{`"12.5"`, true},
+		{`"3"`, true},
+		{`"0"`, true},
+		{`"0.000"`, true},
+		{`1e3`, true},
+		{`12.5`, true},
+		{`0`, true},
+		{`"1e3"`, false},
+		{`"+1"`, false},
+		{`"-1"`, false},
+		{`"Infinity"`, false},
+		{`"NaN"`, false},
+		{`"1."`, false},
+		{`".5"`, false},
+		{`" 1"`, false},
+		{`"0x10"`, false},
+		{`""`, false},
+		{`"1_000"`, false},
 	} {
 		t.Run(tt.offset, func(t *testing.T) {
 			body := fmt.Sprintf(`{"name":"a","start_time_unix_nano":%d,"chunk_offsets_ms":[1,%s]}`, at(-time.Minute), tt.offset)

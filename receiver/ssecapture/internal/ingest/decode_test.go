@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package ingest
 
 import (
@@ -280,7 +283,9 @@ func TestIngestDocExamples(t *testing.T) {
 	i := strings.Index(text, "<<EOF\n")
 	require.Positive(t, i)
 	body := text[i+len("<<EOF\n"):]
-	body = body[:strings.Index(body, "\nEOF")]
+	end := strings.Index(body, "\nEOF")
+	require.GreaterOrEqual(t, end, 0, "the heredoc ends")
+	body = body[:end]
 	// The shell fills in the start time; the test decoder's clock stands a
 	// minute after this one.
 	body = strings.ReplaceAll(body, "$start", "1790000000000000000")

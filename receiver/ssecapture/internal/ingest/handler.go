@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package ingest is the sse_capture receiver's ingest endpoint: JSON stream
 // records, with the chunk times a client measured, become spans.
 package ingest // import "github.com/streamstall/streamstall/receiver/ssecapture/internal/ingest"

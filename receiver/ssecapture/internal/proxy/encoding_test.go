@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package proxy
 
 import (
@@ -220,7 +223,7 @@ func TestCodedStreamFiguresExact(t *testing.T) {
 			tee, body, want := newCodedTee(reads, headerCoding(coding), DefaultMaxDecodedResponseBytes)
 			c := tee.c
 			got := readAll(t, tee)
-			assert.True(t, want == got, "the client gets the coded bytes as sent")
+			assert.Equal(t, want, got, "the client gets the coded bytes as sent")
 			assert.True(t, body.closed)
 
 			var wantAt []int64
@@ -368,7 +371,7 @@ func TestCodedStreamBomb(t *testing.T) {
 	feed := tee.decoder.emit
 	tee.decoder.emit = func(p []byte) { emitted += int64(len(p)); feed(p) }
 	got := readAll(t, tee)
-	assert.True(t, want == got, "the client gets every byte")
+	assert.Equal(t, want, got, "the client gets every byte")
 	assert.Equal(t, int64(limit), emitted, "decoding stopped at the limit")
 	assert.Len(t, keptChunks(tee.c), 2)
 	assert.Equal(t, captureDecodedLimit, tee.c.captureErr)

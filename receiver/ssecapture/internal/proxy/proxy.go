@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package proxy is the sse_capture receiver's reverse proxy: it forwards
 // every request to one upstream LLM API and records each call as a span
 // with one event per content chunk.

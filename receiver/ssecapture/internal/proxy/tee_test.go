@@ -1,6 +1,10 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package proxy
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -154,7 +158,7 @@ func TestTeeStampsAcrossBatches(t *testing.T) {
 		// What waits to be parsed stays bounded by a batch and one read.
 		require.LessOrEqual(t, len(tee.reads), parseBatchReads)
 		require.LessOrEqual(t, len(tee.batch), parseBatchBytes+len(buf))
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		require.NoError(t, err)

@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package spanqueue hands the proxy's spans to the next consumer from one
 // background goroutine, so that a slow, blocking or failing pipeline never
 // slows a user's stream.

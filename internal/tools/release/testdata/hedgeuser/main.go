@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // hedgeuser is what a stranger writes against a published hedge module: it
 // imports hedge and nothing else of streamstall. make rehearse builds it in
 // an empty module from the rehearsal's tags alone and runs it: a primary that
