@@ -149,9 +149,14 @@ rehearse: otelcol
 	cd internal/tools && $(GO) test -count=1 ./release/ ./modproxy/
 	internal/tools/release/rehearse.sh
 
+## lint: golangci-lint (.golangci.yml: contrib's linters, goheader for the license header) in every
+##       module and on the e2e-tagged tests, and an SPDX header in every source file that is not generated
 lint:
 	@set -e; for m in $(MODULES); do echo "golangci-lint $$m"; (cd $$m && $(TOOLS) golangci-lint run ./...); done
-	$(TOOLS) golangci-lint run --build-tags e2e ./e2e/...
+	$(TOOLS) golangci-lint run --build-tags e2e ./e2e/... ./cmd/demo/...
+	@missing=$$(git ls-files '*.go' '*.sh' Makefile .ci/run | xargs grep -L 'SPDX-License-Identifier: Apache-2.0' | \
+	  xargs -r grep -L '^// Code generated .* DO NOT EDIT\.$$' || true); \
+	  if [ -n "$$missing" ]; then echo "no SPDX license header (make lint):" $$missing >&2; exit 1; fi
 
 ## bench: every benchmark, COUNT runs each; ratios against their baselines are in the component READMEs
 bench:

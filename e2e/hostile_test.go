@@ -694,7 +694,7 @@ func TestHostileBytes(t *testing.T) {
 			n := 0
 			oversized = 0
 			for _, sp := range s.sink.Spans() {
-				if sp.Span.Name() != "chat long-line" {
+				if sp.Name() != "chat long-line" {
 					continue
 				}
 				n++

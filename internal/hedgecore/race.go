@@ -165,13 +165,13 @@ func (r *Race) Start(now int64) {
 
 // launch starts one more attempt if the attempt limit and, for anything but
 // the primary, the budget allow it.
-func (r *Race) launch(now int64, t Trigger, continuation bool) bool {
+func (r *Race) launch(now int64, t Trigger, continuation bool) {
 	if r.done || r.n >= r.p.maxAttempts {
-		return false
+		return
 	}
 	if t != TriggerPrimary && !r.p.budget.Allow() {
 		r.refused++
-		return false
+		return
 	}
 	i := r.n
 	a := &r.attempts[i]
@@ -185,7 +185,6 @@ func (r *Race) launch(now int64, t Trigger, continuation bool) bool {
 		}
 	}
 	r.emit(Launch, i)
-	return true
 }
 
 // Content records one content chunk of attempt i and reports whether it goes

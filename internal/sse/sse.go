@@ -254,7 +254,7 @@ func (p *Parser) next(b []byte) (n int, d dispatch) {
 			}
 			// Not a BOM after all: what matched is the start of the first line.
 			if b, ok := p.grow(p.partial, p.bomSeen); ok {
-				p.partial = append(b, bom[:p.bomSeen]...)
+				p.partial = append(b, bom[:p.bomSeen]...) //nolint:gocritic // b is p.partial grown: the same buffer
 			}
 			p.bomDone = true
 		}
@@ -379,8 +379,8 @@ func (p *Parser) processLine(line []byte, end int64, inPartial bool) dispatch {
 		p.evType = append(p.evType[:0], value...)
 	case "data":
 		if inPartial && len(p.data) == 0 && len(value) < p.maxSize() && len(value) < cap(p.partial) {
-			n := copy(p.partial, value) // value lies within p.partial: copy moves it
-			p.data, p.partial = append(p.partial[:n], '\n'), p.data[:0]
+			n := copy(p.partial, value)                                 // value lies within p.partial: copy moves it
+			p.data, p.partial = append(p.partial[:n], '\n'), p.data[:0] //nolint:gocritic // the two buffers swap: data takes partial's array
 			return dispatchNone
 		}
 		var ok bool

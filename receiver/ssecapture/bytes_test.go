@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package ssecapture
 
 import (
@@ -69,7 +72,7 @@ func TestProxyFrameBudgetIsShared(t *testing.T) {
 		wg.Go(func() {
 			resp, got := post(t, client, f.proxyURL+shapes[0].path, shapes[0].body, nil)
 			assert.Equal(t, http.StatusOK, resp.StatusCode)
-			assert.True(t, string(got) == head+tail, "the client gets the stream as sent")
+			assert.Equal(t, head+tail, string(got), "the client gets the stream as sent")
 		})
 	}
 	// Two streams' half lines fill most of the budget; the others cannot

@@ -114,20 +114,20 @@ func newFixture(t *testing.T, next consumer.Traces, opts ...fixtureOption) *fixt
 	return f
 }
 
-func startReceiver(t testing.TB, cfg *Config, next consumer.Traces, host component.Host, tel *componenttest.Telemetry) *sseCaptureReceiver {
-	t.Helper()
+func startReceiver(tb testing.TB, cfg *Config, next consumer.Traces, host component.Host, tel *componenttest.Telemetry) *sseCaptureReceiver {
+	tb.Helper()
 	set := receivertest.NewNopSettings(metadata.Type)
 	if tel != nil {
 		set.TelemetrySettings = tel.NewTelemetrySettings()
 	}
 	r, err := NewFactory().CreateTraces(context.Background(), set, cfg, next)
-	require.NoError(t, err)
+	require.NoError(tb, err)
 	rcv := r.(*sseCaptureReceiver)
-	require.NoError(t, rcv.Start(context.Background(), host))
-	t.Cleanup(func() {
+	require.NoError(tb, rcv.Start(context.Background(), host))
+	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		require.NoError(t, rcv.Shutdown(ctx))
+		require.NoError(tb, rcv.Shutdown(ctx))
 	})
 	return rcv
 }
@@ -286,9 +286,9 @@ func assertNoSecrets(t *testing.T, span ptrace.Span, completion string, secrets 
 	}
 }
 
-func newTestServer(t testing.TB, h http.Handler) string {
-	t.Helper()
+func newTestServer(tb testing.TB, h http.Handler) string {
+	tb.Helper()
 	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
+	tb.Cleanup(srv.Close)
 	return srv.URL
 }

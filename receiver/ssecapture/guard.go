@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package ssecapture
 
 import (

@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package ssecapture
 
 import (
@@ -164,7 +167,8 @@ func TestGuardStallEndsWithTheSDKsError(t *testing.T) {
 				client := openai.NewClient(openaioption.WithBaseURL(f.proxyURL+"/v1/"), openaioption.WithAPIKey("k"),
 					openaioption.WithMaxRetries(0), openaioption.WithHTTPClient(hc))
 				s := client.Chat.Completions.NewStreaming(testContext(t), openai.ChatCompletionNewParams{
-					Model: "gpt-4o", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}})
+					Model: "gpt-4o", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")},
+				})
 				for s.Next() {
 					if len(s.Current().Choices) > 0 && s.Current().Choices[0].Delta.Content != "" {
 						chunks, lastChunk = chunks+1, time.Now()
@@ -176,8 +180,10 @@ func TestGuardStallEndsWithTheSDKsError(t *testing.T) {
 			case "anthropic":
 				client := anthropic.NewClient(anthropicoption.WithBaseURL(f.proxyURL), anthropicoption.WithAPIKey("k"),
 					anthropicoption.WithMaxRetries(0), anthropicoption.WithHTTPClient(hc))
-				s := client.Messages.NewStreaming(testContext(t), anthropic.MessageNewParams{Model: "claude-x", MaxTokens: 64,
-					Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))}})
+				s := client.Messages.NewStreaming(testContext(t), anthropic.MessageNewParams{
+					Model: "claude-x", MaxTokens: 64,
+					Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))},
+				})
 				for s.Next() {
 					if s.Current().Type == "content_block_delta" {
 						chunks, lastChunk = chunks+1, time.Now()

@@ -245,8 +245,8 @@ func elided(ms, n, r int64, kind any) Event {
 func elidedSpans() []Span {
 	end := at(10_000)
 	ms := int64(time.Millisecond)
-	keep := func(gapMs float64) map[string]any {
-		return map[string]any{semconv.AttrChunkEventsElided: int64(58), semconv.AttrChunkEventsKeepGapsAboveMs: gapMs}
+	keep := func() map[string]any { // the receiver's default keep_gaps_above, 2 s
+		return map[string]any{semconv.AttrChunkEventsElided: int64(58), semconv.AttrChunkEventsKeepGapsAboveMs: float64(2000)}
 	}
 	// 100, 49 elided, 600, 3600 (a stall of 3 s), 9 elided, 3700.
 	honest := func() []Event {
@@ -258,11 +258,13 @@ func elidedSpans() []Span {
 	}
 	spoiled := func(spoil func([]Event) []Event) []Event { return spoil(honest()) }
 	return []Span{
-		{Name: "elided chunks", Start: Start, End: end, Attrs: keep(2000), Events: honest(), Want: honestWant},
-		{Name: "elided chunks, unsorted", Start: Start, End: end, Attrs: keep(2000), Want: honestWant,
-			Events: spoiled(func(e []Event) []Event { return []Event{e[3], e[1], e[2], e[0]} })},
+		{Name: "elided chunks", Start: Start, End: end, Attrs: keep(), Events: honest(), Want: honestWant},
 		{
-			Name: "elided reasoning chunks", Start: Start, End: end, Attrs: keep(2000),
+			Name: "elided chunks, unsorted", Start: Start, End: end, Attrs: keep(), Want: honestWant,
+			Events: spoiled(func(e []Event) []Event { return []Event{e[3], e[1], e[2], e[0]} }),
+		},
+		{
+			Name: "elided reasoning chunks", Start: Start, End: end, Attrs: keep(),
 			Events: []Event{
 				{Name: semconv.EventChunk, At: at(100), Kind: semconv.ChunkKindReasoning},
 				elided(300, 20, 20, semconv.ChunkKindReasoning),
@@ -276,14 +278,22 @@ func elidedSpans() []Span {
 		},
 		{Name: "elided chunks without keep_gaps_above_ms", Start: Start, End: end, Events: honest(), Want: Want{Skip: true}},
 		{Name: "elided chunks, keep_gaps_above_ms a string", Start: Start, End: end, Attrs: map[string]any{semconv.AttrChunkEventsKeepGapsAboveMs: "2000"}, Events: honest(), Want: Want{Skip: true}},
-		{Name: "chunks elided before the first", Start: Start, End: end, Attrs: keep(2000), Want: Want{Skip: true},
-			Events: spoiled(func(e []Event) []Event { e[0] = elided(100, 3, 0, nil); return e })},
-		{Name: "a negative elided count", Start: Start, End: end, Attrs: keep(2000), Want: Want{Skip: true},
-			Events: spoiled(func(e []Event) []Event { e[3] = elided(3700, -9, 0, nil); return e })},
-		{Name: "an elided count past 2^40", Start: Start, End: end, Attrs: keep(2000), Want: Want{Skip: true},
-			Events: spoiled(func(e []Event) []Event { e[3] = elided(3700, 1<<50, 0, nil); return e })},
-		{Name: "reasoning elided before the first reasoning chunk", Start: Start, End: end, Attrs: keep(2000), Want: Want{Skip: true},
-			Events: spoiled(func(e []Event) []Event { e[3] = elided(3700, 9, 2, nil); return e })},
+		{
+			Name: "chunks elided before the first", Start: Start, End: end, Attrs: keep(), Want: Want{Skip: true},
+			Events: spoiled(func(e []Event) []Event { e[0] = elided(100, 3, 0, nil); return e }),
+		},
+		{
+			Name: "a negative elided count", Start: Start, End: end, Attrs: keep(), Want: Want{Skip: true},
+			Events: spoiled(func(e []Event) []Event { e[3] = elided(3700, -9, 0, nil); return e }),
+		},
+		{
+			Name: "an elided count past 2^40", Start: Start, End: end, Attrs: keep(), Want: Want{Skip: true},
+			Events: spoiled(func(e []Event) []Event { e[3] = elided(3700, 1<<50, 0, nil); return e }),
+		},
+		{
+			Name: "reasoning elided before the first reasoning chunk", Start: Start, End: end, Attrs: keep(), Want: Want{Skip: true},
+			Events: spoiled(func(e []Event) []Event { e[3] = elided(3700, 9, 2, nil); return e }),
+		},
 	}
 }
 

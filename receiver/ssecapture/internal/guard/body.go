@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package guard
 
 import (
@@ -152,10 +155,10 @@ func (s *Session) Watch(cc ContentClock) {
 
 // arm sets the timer for the deadline of a stream whose last content came
 // at last. Callers hold mu.
-func (b *committedBody) arm(last int64, answered bool) bool {
+func (b *committedBody) arm(last int64, answered bool) {
 	d := b.s.pol.stallDeadline(last, answered)
 	if d == 0 {
-		return false
+		return
 	}
 	b.lastTimeout.Store(d - last)
 	now := b.s.now()
@@ -172,7 +175,6 @@ func (b *committedBody) arm(last int64, answered bool) bool {
 	} else {
 		b.timer.Reset(wait)
 	}
-	return true
 }
 
 // fire is the watchdog: at the deadline it asks when content last came;

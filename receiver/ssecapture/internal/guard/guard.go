@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package guard is the sse_capture proxy's guard: on streaming calls it
 // races attempts on the primary and alternate upstreams before the first
 // content chunk reaches the client (TTFT hedging, failover, a TTFT

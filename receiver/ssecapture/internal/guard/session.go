@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package guard
 
 import (
@@ -164,7 +167,7 @@ type event struct {
 // to model, started at start (unix nanoseconds); inURL is the client's
 // request URL, body its body. stopping is done when the proxy ends its
 // streams at shutdown.
-func (g *Guard) NewSession(model string, shape llmstream.Shape, inURL *url.URL, body []byte, start int64, stopping context.Context) *Session {
+func (g *Guard) NewSession(stopping context.Context, model string, shape llmstream.Shape, inURL *url.URL, body []byte, start int64) *Session {
 	return &Session{
 		pol: g.For(model), clock: g.clock, shape: shape, body: body, inURL: *inURL,
 		stopping: stopping, start: start, events: make(chan event, hedgecore.MaxAttempts),

@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package guard
 
 import (
@@ -116,8 +119,10 @@ func (uc *upstreamCall) write(frames ...string) {
 func (uc *upstreamCall) end() { close(uc.q) }
 
 func (uc *upstreamCall) status(code int, body string) {
-	uc.resp <- &http.Response{StatusCode: code, Header: http.Header{"Content-Type": {"application/json"}},
-		Body: io.NopCloser(strings.NewReader(body)), Request: uc.req}
+	uc.resp <- &http.Response{
+		StatusCode: code, Header: http.Header{"Content-Type": {"application/json"}},
+		Body: io.NopCloser(strings.NewReader(body)), Request: uc.req,
+	}
 }
 
 func (uc *upstreamCall) cancelled(t *testing.T) error {
@@ -161,7 +166,7 @@ func (h *harness) call(t *testing.T) (*Session, <-chan result, context.CancelFun
 	t.Cleanup(cancel)
 	in, _ := url.Parse("/v1/chat/completions?x=1")
 	body := []byte(`{"model":"gpt-4o","stream":true}`)
-	s := h.guard.NewSession("gpt-4o", llmstream.ShapeChatCompletions, in, body, h.clock.Now().UnixNano(), h.stopping)
+	s := h.guard.NewSession(h.stopping, "gpt-4o", llmstream.ShapeChatCompletions, in, body, h.clock.Now().UnixNano())
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://primary.example/v1/chat/completions?x=1", strings.NewReader(string(body)))
 	require.NoError(t, err)
 	out := make(chan result, 1)
@@ -250,7 +255,7 @@ func TestHedgeFiresAndTheHedgeWins(t *testing.T) {
 	assert.Equal(t, int64(100*time.Millisecond), losers[0].End-losers[0].Start)
 	assert.Len(t, losers[0].Frames, 2, "the loser's frames without content")
 	assert.Equal(t, "c1", losers[0].Meta.ResponseID)
-	assert.Equal(t, "", s.Ended())
+	assert.Empty(t, s.Ended())
 	assert.Equal(t, 2, s.Attempts())
 }
 

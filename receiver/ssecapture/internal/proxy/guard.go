@@ -1,3 +1,6 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package proxy
 
 import (
@@ -77,7 +80,7 @@ func guardable(s llmstream.Shape) bool {
 }
 
 func (c *call) startGuard(g *guard.Guard, r *http.Request, body []byte) {
-	gc := &guardCall{s: g.NewSession(c.req.Model, c.shape, r.URL, body, c.start, c.d.stopping)}
+	gc := &guardCall{s: g.NewSession(c.d.stopping, c.req.Model, c.shape, r.URL, body, c.start)}
 	gc.ids[0] = c.sc.SpanID()
 	gc.groupID = hex.EncodeToString(gc.ids[0][:])
 	gc.s.OnAttempt = func(i int, h http.Header) {
@@ -188,8 +191,10 @@ func (c *call) gaps() []guard.Gap {
 	}
 	if !c.terminal || c.errType != "" {
 		last := kept[len(kept)-1]
-		gaps = append(gaps, guard.Gap{Length: time.Duration(c.d.clock.Now().UnixNano() - last.At), Censored: true,
-			Reasoning: last.Kind == semconv.ChunkKindReasoning})
+		gaps = append(gaps, guard.Gap{
+			Length: time.Duration(c.d.clock.Now().UnixNano() - last.At), Censored: true,
+			Reasoning: last.Kind == semconv.ChunkKindReasoning,
+		})
 	}
 	return gaps
 }
