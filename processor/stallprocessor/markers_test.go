@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/golden"
-	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/pdatatest/ptracetest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
@@ -34,44 +33,6 @@ var markerGoldenCases = []struct {
 	{name: "openinference"},
 	{name: "markers_hostile"},
 	{name: "markers_off", configure: func(c *Config) { c.MarkerEvents = figures.MarkerEventsConfig{} }},
-}
-
-func TestMarkerGolden(t *testing.T) {
-	for _, tc := range markerGoldenCases {
-		t.Run(tc.name, func(t *testing.T) {
-			dir := filepath.Join("testdata", tc.name)
-			input, err := golden.ReadTraces(filepath.Join(dir, "input.yaml"))
-			require.NoError(t, err)
-			spanCount := input.SpanCount()
-
-			actual := runProcessor(t, goldenConfig(tc.configure), input)
-			assert.Equal(t, spanCount, actual.SpanCount(), "a span was dropped")
-
-			expectedFile := filepath.Join(dir, "expected.yaml")
-			if *update {
-				require.NoError(t, golden.WriteTraces(t, expectedFile, actual))
-			}
-			expected, err := golden.ReadTraces(expectedFile)
-			require.NoError(t, err)
-			require.NoError(t, ptracetest.CompareTraces(expected, actual))
-		})
-	}
-}
-
-// A second pass over a marker golden output changes nothing.
-func TestMarkerGoldenIdempotent(t *testing.T) {
-	for _, tc := range markerGoldenCases {
-		t.Run(tc.name, func(t *testing.T) {
-			once, err := golden.ReadTraces(filepath.Join("testdata", tc.name, "expected.yaml"))
-			require.NoError(t, err)
-			want := ptrace.NewTraces()
-			once.CopyTo(want)
-
-			twice := runProcessor(t, goldenConfig(tc.configure), once)
-			require.NoError(t, ptracetest.CompareTraces(want, twice))
-			assertSameBytes(t, want, twice)
-		})
-	}
 }
 
 // Spans without evidence leave byte for byte unchanged: OpenInference's

@@ -7,6 +7,7 @@ import (
 	"context"
 	"flag"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/golden"
@@ -89,7 +90,7 @@ func goldenConfig(configure func(*Config)) *Config {
 }
 
 func TestGolden(t *testing.T) {
-	for _, tc := range goldenCases {
+	for _, tc := range slices.Concat(goldenCases, markerGoldenCases) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join("testdata", tc.name)
 			input, err := golden.ReadTraces(filepath.Join(dir, "input.yaml"))
@@ -114,7 +115,7 @@ func TestGolden(t *testing.T) {
 // tier with the same config) changes nothing, down to the attribute and event
 // order.
 func TestGoldenIdempotent(t *testing.T) {
-	for _, tc := range goldenCases {
+	for _, tc := range slices.Concat(goldenCases, markerGoldenCases) {
 		t.Run(tc.name, func(t *testing.T) {
 			once, err := golden.ReadTraces(filepath.Join("testdata", tc.name, "expected.yaml"))
 			require.NoError(t, err)
