@@ -77,7 +77,6 @@ func (b *streamTee) Read(p []byte) (int, error) {
 func (b *streamTee) Close() error {
 	b.lock()
 	b.parseBatch()
-	b.unlock()
 	// The decoder hands on what it still holds first, so that a clean end
 	// completes a last NDJSON line sent without its line feed.
 	b.closeDecoder()
@@ -89,6 +88,7 @@ func (b *streamTee) Close() error {
 	if p, ok := b.parser.(*sse.Parser); ok {
 		p.Reset()
 	}
+	b.unlock()
 	return b.rc.Close()
 }
 
