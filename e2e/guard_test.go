@@ -211,7 +211,6 @@ func TestGuardEndToEnd(t *testing.T) {
 	proxy := fmt.Sprintf("http://127.0.0.1:%d", proxyPort)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	spans := sink
 
 	t.Run("slow primary loses to the alternate", func(t *testing.T) {
 		const model = "e2e-guard-hedge"
@@ -242,7 +241,7 @@ func TestGuardEndToEnd(t *testing.T) {
 		t.Logf("the alternate got its request %s after the primary", alt.Start.Sub(prim.Start))
 		assert.InDelta(t, guardDelay.Seconds(), alt.Start.Sub(prim.Start).Seconds(), 0.08, "the alternate got its request at the hedge delay")
 
-		sp := modelSpans(t, spans, model, 2)
+		sp := modelSpans(t, sink, model, 2)
 		loser, winner := sp[0], sp[1]
 		assert.Equal(t, winner.TraceID(), loser.TraceID(), "winner and loser in one trace")
 		assert.NotEqual(t, winner.SpanID(), loser.SpanID())
@@ -316,7 +315,7 @@ func TestGuardEndToEnd(t *testing.T) {
 		t.Logf("the alternate got its request %s after the primary", alt.Start.Sub(prim.Start))
 		assert.Less(t, alt.Start.Sub(prim.Start), guardDelay/2, "the failover did not wait for the hedge delay")
 
-		sp := modelSpans(t, spans, model, 2)
+		sp := modelSpans(t, sink, model, 2)
 		assert.Equal(t, sp[0].TraceID(), sp[1].TraceID())
 		assert.Equal(t, "503", strAttr(sp[0], semconv.AttrHTTPStatusCode))
 		assert.Equal(t, ptrace.StatusCodeError, sp[0].Status().Code())
@@ -342,7 +341,7 @@ func TestGuardEndToEnd(t *testing.T) {
 		assert.True(t, prim.Disconnected, "the upstream request was closed")
 		t.Logf("%d keepalives during the silence", len(prim.KeepaliveTimes))
 		assert.GreaterOrEqual(t, len(prim.KeepaliveTimes), 5, "keepalives flowed during the silence")
-		sp := modelSpans(t, spans, model, 1)[0]
+		sp := modelSpans(t, sink, model, 1)[0]
 		assert.Equal(t, "stall_timeout", strAttr(sp, semconv.AttrErrorType))
 		fr, ok := sp.Attributes().Get(semconv.AttrResponseFinishReasons)
 		require.True(t, ok)
