@@ -209,6 +209,11 @@ func (a *advisor) record(info client.Info, td ptrace.Traces) counts {
 				}
 				a.fillKey(at, span.Attributes(), res)
 				smp := advice.Sample{Gaps: at.Gaps, Client: who}
+				if who == unknownClient && isCapture(span.Attributes(), semconv.CaptureProxy) {
+					// This collector's own proxy measured it (no connection
+					// brought it): a measurement, not a client's claim.
+					smp.Client = advice.OwnMeasurement
+				}
 				switch at.Kind {
 				case attempt.Exact:
 					smp.TTFT = at.TTFT
@@ -248,9 +253,13 @@ func (a *advisor) trustedResource(res pcommon.Map) bool {
 
 // isIngest reports whether sse_capture's ingest endpoint made the span. The
 // mark cannot come from the ingest client: ingest refuses llm.stream.*.
-func isIngest(attrs pcommon.Map) bool {
+func isIngest(attrs pcommon.Map) bool { return isCapture(attrs, semconv.CaptureIngest) }
+
+// isCapture reports whether sse_capture's proxy or ingest (capture) made
+// the span.
+func isCapture(attrs pcommon.Map, capture string) bool {
 	v, ok := attrs.Get(semconv.AttrCapture)
-	return ok && v.Type() == pcommon.ValueTypeStr && v.Str() == semconv.CaptureIngest
+	return ok && v.Type() == pcommon.ValueTypeStr && v.Str() == capture
 }
 
 // clientKey names the client of a resource's spans for the share cap: its
@@ -266,8 +275,11 @@ func clientKey(res pcommon.Map, peer string) string {
 	if peer != "" {
 		return "addr:" + peer
 	}
-	return "unknown"
+	return unknownClient
 }
+
+// unknownClient is the one bucket of the spans that tell no client.
+const unknownClient = "unknown"
 
 func (a *advisor) fillKey(at attempt.Attempt, span, resource pcommon.Map) {
 	a.key.Provider, a.key.Model = at.Provider, at.Model

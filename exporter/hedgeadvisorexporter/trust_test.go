@@ -225,3 +225,40 @@ func TestAnswerIsComputedOncePerSecond(t *testing.T) {
 	}
 	assert.Len(t, a.bodies, maxCachedBodies)
 }
+
+// TestOwnProxyIsNotCapped: the spans this collector's own proxy measured
+// (llm.stream.capture = proxy, brought by no connection) are measurements,
+// not a client's claims: no share caps them, while the same spans arriving
+// over a connection are one client's, capped as any other.
+func TestOwnProxyIsNotCapped(t *testing.T) {
+	cfg := testConfig()
+	cfg.MinSamples = 20
+	a, tel, _ := telemetryAdvisor(t, cfg)
+	ctx := context.Background()
+	for i := range 20 {
+		td := withResource(traces(fleet(1, 400*time.Millisecond)...), semconv.AttrServiceInstanceID, fmt.Sprintf("honest-%d", i))
+		require.NoError(t, a.consumeTraces(ctx, td))
+	}
+	own := mark(traces(fleet(300, 400*time.Millisecond)...), semconv.AttrCapture, semconv.CaptureProxy)
+	require.NoError(t, a.consumeTraces(ctx, own))
+	assertCounts(t, tel, 320, 0, 0)
+
+	a, tel, _ = telemetryAdvisor(t, cfg)
+	for i := range 20 {
+		td := withResource(traces(fleet(1, 400*time.Millisecond)...), semconv.AttrServiceInstanceID, fmt.Sprintf("honest-%d", i))
+		require.NoError(t, a.consumeTraces(ctx, td))
+	}
+	peer := client.NewContext(ctx, client.Info{Addr: &net.TCPAddr{IP: net.IPv4(10, 0, 0, 9), Port: 4000}})
+	forged := mark(traces(fleet(300, 400*time.Millisecond)...), semconv.AttrCapture, semconv.CaptureProxy)
+	require.NoError(t, a.consumeTraces(peer, forged))
+	assert.Less(t, counted(t, tel, "recorded"), int64(40), "a connection's spans are one client's, whatever they say of themselves")
+	assert.Positive(t, counted(t, tel, "capped"))
+}
+
+// counted is the value of the exporter's attempts.<what> counter.
+func counted(t *testing.T, tel *componenttest.Telemetry, what string) int64 {
+	t.Helper()
+	m, err := tel.GetMetric("otelcol_exporter_hedge_advisor_attempts." + what)
+	require.NoError(t, err, what)
+	return m.Data.(metricdata.Sum[int64]).DataPoints[0].Value
+}

@@ -26,6 +26,11 @@ const (
 	kinds
 )
 
+// OwnMeasurement is the client of a sample the collector measured itself
+// (its own proxy's streams): no client sent it, so no share caps it, and it
+// counts in the total every client's share is taken of.
+const OwnMeasurement = ""
+
 // overflowClient is the bucket of the clients past Config.MaxClients: it is
 // capped as one client. No client key the exporter builds can equal it.
 const overflowClient = "\x00overflow"
@@ -98,6 +103,10 @@ func (c *shareCap) clearAll() {
 // take counts one sample of kind from client in slot cur and reports
 // whether it is within the cap; a refused sample is not counted.
 func (c *shareCap) take(client string, kind, cur int) bool {
+	if client == OwnMeasurement {
+		c.totals[kind][cur]++ // it weighs in every client's share, and holds none
+		return true
+	}
 	t := c.clients[client]
 	clients := len(c.clients)
 	if t == nil {
