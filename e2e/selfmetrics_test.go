@@ -178,16 +178,21 @@ func (h *blackHole) requestSizes() []int64 {
 }
 
 // blackHoleQueueBytes is the proxy's span queue budget in the black-holed
-// exporter test: 4 MiB instead of the 64 MiB default, so that a few spans
-// of 20,000-chunk streams fill it and the test reaches the drop path after
-// 40 streams rather than some hundreds.
+// exporter test: 4 MiB instead of the 64 MiB default, so that some forty
+// spans of 20,000-chunk streams (15 to 135 KiB of OTLP each with every gap
+// kept) fill it and the test reaches the drop path within 80 streams; the
+// default would take some seven hundred. With the default keep_gaps_above
+// and max_chunk_events such a stream's span is about 1.2 KB, so queue_size
+// (1000 spans) bounds the queue long before its bytes do.
 const blackHoleQueueBytes = 4 << 20
 
-// blackHolePeakBudget bounds the rise of the collector's peak RSS while 40
-// streams of 20,000 chunks go through the proxy with the exporter hung.
-// Before the queue was bounded in bytes, 615 such spans held 2,626 MiB; now
-// the queue holds at most blackHoleQueueBytes of OTLP (about three times
-// that in memory) and the streams in flight their frame buffers.
+// blackHolePeakBudget bounds the rise of the collector's peak RSS while 80
+// streams of 20,000 chunks go through the proxy with the exporter hung (it
+// rose by 32 to 38 MiB). Before the queue was bounded in bytes, 615 such
+// spans held 2,626 MiB; now the queue holds at most blackHoleQueueBytes of
+// OTLP (about three times that in memory) and the streams in flight their
+// frame buffers. What proves the byte budget is the size of the spans the
+// queue held, measured when the backend comes back.
 const blackHolePeakBudget = 128 << 20
 
 // The exporter hangs, so the proxy's span queue fills: past its byte budget
