@@ -13,7 +13,8 @@ import (
 
 // healthConfig is merged into every collector config the stack starts: the
 // health_check extension tells when the collector is ready, and the
-// collector's own metrics stay off (no port to collide on).
+// collector's own metrics stay off (no port to collide on) unless a test
+// asks for them on a port of its choosing (selfMetricsConfig).
 const healthConfig = `
 extensions:
   health_check:
@@ -23,6 +24,22 @@ service:
   telemetry:
     metrics:
       level: none
+`
+
+// selfMetricsConfig is merged after healthConfig when a test reads the
+// collector's own metrics: level detailed (every receiver and component
+// counter), served for Prometheus to pull on a loopback port.
+const selfMetricsConfig = `
+service:
+  telemetry:
+    metrics:
+      level: detailed
+      readers:
+        - pull:
+            exporter:
+              prometheus:
+                host: 127.0.0.1
+                port: ${PORT}
 `
 
 // StartCollector writes config (receivers, processors, exporters,
@@ -35,7 +52,7 @@ func StartCollector(ctx context.Context, bin, dir, config string, extensions ...
 	if err != nil {
 		return nil, err
 	}
-	return startCollector(ctx, bin, dir, []string{main}, extensions)
+	return startCollector(ctx, bin, dir, []string{main}, extensions, 0)
 }
 
 // StartCollectorFiles runs the ocb-built collector bin with the config
@@ -45,10 +62,18 @@ func StartCollector(ctx context.Context, bin, dir, config string, extensions ...
 // examples/ as it is, with an override that only moves its endpoints to
 // loopback ports.
 func StartCollectorFiles(ctx context.Context, bin, dir string, files ...string) (*Process, error) {
-	return startCollector(ctx, bin, dir, files, nil)
+	return startCollector(ctx, bin, dir, files, nil, 0)
 }
 
-func startCollector(ctx context.Context, bin, dir string, files, extensions []string) (*Process, error) {
+// StartCollectorFilesWithMetrics is StartCollectorFiles with the
+// collector's own metrics (otelcol_receiver_accepted_spans and the
+// components' counters) on, at level detailed, served in the Prometheus
+// text format at http://127.0.0.1:metricsPort/metrics.
+func StartCollectorFilesWithMetrics(ctx context.Context, bin, dir string, metricsPort int, files ...string) (*Process, error) {
+	return startCollector(ctx, bin, dir, files, nil, metricsPort)
+}
+
+func startCollector(ctx context.Context, bin, dir string, files, extensions []string, metricsPort int) (*Process, error) {
 	health, err := FreePort()
 	if err != nil {
 		return nil, err
@@ -57,8 +82,16 @@ func startCollector(ctx context.Context, bin, dir string, files, extensions []st
 	if err != nil {
 		return nil, err
 	}
+	files = append(append([]string(nil), files...), extra)
+	if metricsPort != 0 {
+		self, err := WriteFile(dir, "otelcol-self-metrics.yaml", Fill(selfMetricsConfig, "PORT", metricsPort))
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, self)
+	}
 	var args []string
-	for _, f := range append(files, extra) {
+	for _, f := range files {
 		args = append(args, "--config", f)
 	}
 	p, err := Start("otelcol-streamstall", bin, args...)
