@@ -77,7 +77,7 @@ $(DEMO): $(GO_SOURCES)
 run: otelcol fakellm demo $(if $(JAEGER),jaeger)
 	$(DEMO) -otelcol $(OTELCOL) -fakellm $(FAKELLM) $(if $(JAEGER),-jaeger $(JAEGER_BIN))
 
-## sim: the hedging simulator's tables (hedge/README.md): seven policies on the W1 and W2 workloads,
+## sim: the hedging simulator's tables (hedge/README.md): seven policies and the proxy guard on the W1 and W2 workloads,
 ##      and a fleet of short-lived processes with and without fleet advice (hedge_advisor)
 sim:
 	$(GO) run ./cmd/hedgesim -calls 20000 -seed 1

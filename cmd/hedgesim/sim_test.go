@@ -90,8 +90,38 @@ func TestBudgetCurveIsBoundedByTheBudget(t *testing.T) {
 func TestReportHasEveryPolicy(t *testing.T) {
 	var out bytes.Buffer
 	require.NoError(t, report(&out, 200, 1))
-	for _, name := range []string{nameNoHedge, nameTTFTOnly, nameWatchdog120, nameWatchdog300, nameStreaming, nameBuffered, nameContinue} {
+	for _, name := range []string{nameNoHedge, nameTTFTOnly, nameWatchdog120, nameWatchdog300, nameStreaming, nameBuffered, nameContinue, nameGuard} {
 		assert.Equal(t, 2, strings.Count(out.String(), "| "+name+" |"), name)
 	}
 	assert.Contains(t, out.String(), "| 30 % |")
+}
+
+// TestGuardW1: the proxy guard's two attempts cut W1's p99 by at least half
+// against the LangChain watchdog, as the Go client's streaming policy does,
+// with at most 12 % extra attempts.
+func TestGuardW1(t *testing.T) {
+	const calls = targetCalls
+	specs := policiesW1()
+	baseline := newSimulator(w1, specNamed(t, specs, nameWatchdog120), 1).run(calls)
+	st := newSimulator(w1, specNamed(t, specs, nameGuard), 1).run(calls)
+	assert.LessOrEqual(t, st.quantile(0.99), 0.5*baseline.quantile(0.99))
+	assert.LessOrEqual(t, st.extraPct(), 12.0)
+}
+
+// TestGuardIsTheClientsDecisionCode: given the Go client's streaming
+// settings (three attempts), the guard's configuration makes the same
+// decisions on every call of W2, where its ttft_timeout never fires: the
+// rows differ by the guard's defaults, not by its code.
+func TestGuardIsTheClientsDecisionCode(t *testing.T) {
+	g := guardW2
+	g.maxAttempts = 3
+	guard := newSimulator(w2, guardSpec(g), 1).run(2000)
+	client := newSimulator(w2, streamstallW2(0.3), 1).run(2000)
+	assert.Equal(t, client, guard)
+
+	// With its default two attempts both are slow in about 4 % of calls:
+	// the p99 stays in the slow mode.
+	two := newSimulator(w2, guardSpec(guardW2), 1).run(2000)
+	assert.Greater(t, two.quantile(0.99), 150e6)
+	assert.Less(t, two.quantile(0.95), 100e6)
 }
