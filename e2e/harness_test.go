@@ -153,4 +153,24 @@ func postJSON(ctx context.Context, url string, body []byte) (int, string, error)
 
 var errNotYet = errors.New("not yet")
 
+// sinkAndMetrics is the part of the tests' collector configs that sends the
+// traces to the test's OTLP sink (${SINK}, JSON, nothing retried or queued,
+// so that what the sink holds is what the pipeline handed on) and the
+// stall_metrics connector's metrics to a Prometheus endpoint (${PROM}).
+const sinkAndMetrics = `connectors:
+  stall_metrics:
+    flush_interval: 1s
+exporters:
+  otlp_http:
+    endpoint: ${SINK}
+    encoding: json
+    compression: none
+    retry_on_failure:
+      enabled: false
+    sending_queue:
+      enabled: false
+  prometheus:
+    endpoint: 127.0.0.1:${PROM}
+`
+
 var fill = harness.Fill

@@ -30,21 +30,7 @@ receivers:
         endpoint: 127.0.0.1:${OTLP}
 processors:
   stall:
-connectors:
-  stall_metrics:
-    flush_interval: 1s
-exporters:
-  otlp_http:
-    endpoint: ${SINK}
-    encoding: json
-    compression: none
-    retry_on_failure:
-      enabled: false
-    sending_queue:
-      enabled: false
-  prometheus:
-    endpoint: 127.0.0.1:${PROM}
-service:
+` + sinkAndMetrics + `service:
   pipelines:
     traces:
       receivers: [otlp]
