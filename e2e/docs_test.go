@@ -347,33 +347,6 @@ func matchesLines(out, sample string) bool {
 	return true
 }
 
-// grafanaPipeline turns OTLP spans into the connector's metrics on a
-// prometheus exporter, for the Prometheus of grafana.md to scrape.
-const grafanaPipeline = `
-receivers:
-  otlp:
-    protocols:
-      http:
-        endpoint: 127.0.0.1:${OTLP}
-processors:
-  stall: {}
-connectors:
-  stall_metrics:
-    flush_interval: 1s
-exporters:
-  prometheus:
-    endpoint: 127.0.0.1:${PROM}
-service:
-  pipelines:
-    traces:
-      receivers: [otlp]
-      processors: [stall]
-      exporters: [stall_metrics]
-    metrics:
-      receivers: [stall_metrics]
-      exporters: [prometheus]
-`
-
 // nativeHistogramsFlag is what grafana.md says Prometheus 2.40 to 3.8 must
 // be started with.
 const nativeHistogramsFlag = "--enable-feature=native-histograms"
@@ -398,7 +371,7 @@ func TestGrafanaPrometheusConfig(t *testing.T) {
 	require.NoError(t, err, "promtool check config on grafana.md's prometheus.yml:\n%s", out)
 
 	otlpPort, promPort := freePort(t), freePort(t)
-	collector(t, fill(grafanaPipeline, "OTLP", otlpPort, "PROM", promPort))
+	collector(t, fill(metricsPipelineConfig, "OTLP", otlpPort, "PROM", promPort))
 	const docTargets = "['collector-1:9464', 'collector-2:9464']"
 	require.Contains(t, config, docTargets, "grafana.md's scrape targets: update this test")
 	path, err = harness.WriteFile(dir, "prometheus-e2e.yml", strings.Replace(config, docTargets, fmt.Sprintf("['127.0.0.1:%d']", promPort), 1))

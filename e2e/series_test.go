@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,32 +21,9 @@ import (
 	"github.com/streamstall/streamstall/internal/semconv"
 )
 
-const seriesConfig = `
-receivers:
-  otlp:
-    protocols:
-      http:
-        endpoint: 127.0.0.1:${OTLP}
-        max_request_body_size: 67108864
-processors:
-  stall:
-connectors:
-  stall_metrics:
-    flush_interval: 1s
-    max_series: ${SERIES}
-exporters:
-  prometheus:
-    endpoint: 127.0.0.1:${PROM}
-service:
-  pipelines:
-    traces:
-      receivers: [otlp]
-      processors: [stall]
-      exporters: [stall_metrics]
-    metrics:
-      receivers: [stall_metrics]
-      exporters: [prometheus]
-`
+// seriesConfig is metricsPipelineConfig with the connector's max_series set.
+var seriesConfig = strings.Replace(metricsPipelineConfig, "    flush_interval: 1s\n",
+	"    flush_interval: 1s\n    max_series: ${SERIES}\n", 1)
 
 // TestConnectorMemoryPerSeries fills max_series attribute sets (one model
 // each, every metric of a winning call with a stall and token usage) and
@@ -67,6 +45,7 @@ func TestConnectorMemoryPerSeries(t *testing.T) {
 }
 
 func seriesMemory(t *testing.T, n int) {
+	require.Contains(t, seriesConfig, "max_series: ${SERIES}", "the connector block of metricsPipelineConfig moved")
 	otlp, prom := freePort(t), freePort(t)
 	col := collector(t, fill(seriesConfig, "OTLP", otlp, "PROM", prom, "SERIES", n))
 	baseline, err := col.PeakRSS()
