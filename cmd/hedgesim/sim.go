@@ -166,7 +166,6 @@ func newSimulator(w workload, spec policySpec, seed uint64) *simulator {
 // simClient is the one client of a simulated proxy.
 const simClient = "sim"
 
-
 func (s *simulator) run(calls int) stats {
 	st := stats{calls: calls, completions: make([]float64, 0, calls)}
 	for c := range calls {

@@ -98,7 +98,7 @@ type liveCall struct {
 	done   chan struct{}
 }
 
-func startLive(t *testing.T, ctx context.Context, p *Policy) *liveCall {
+func startLive(ctx context.Context, t *testing.T, p *Policy) *liveCall {
 	t.Helper()
 	clock := clockwork.NewFakeClockAt(time.Unix(1_700_000_000, 0))
 	c := &liveCall{clock: clock, race: newRace(p, false), events: make(chan testEvent), steps: make(chan struct{}, 16), done: make(chan struct{})}
@@ -135,7 +135,7 @@ func (c *liveCall) waitTimer(t *testing.T) {
 }
 
 func TestLiveFiresTheRaceDeadlineOnTheClock(t *testing.T) {
-	c := startLive(t, t.Context(), testPolicy(t, maxAttempts(2)))
+	c := startLive(t.Context(), t, testPolicy(t, maxAttempts(2)))
 	c.waitTimer(t)
 	c.clock.Advance(99 * time.Millisecond)
 	select {
@@ -159,7 +159,7 @@ func TestLiveFiresTheRaceDeadlineOnTheClock(t *testing.T) {
 func TestLiveAbortsWhenTheContextEnds(t *testing.T) {
 	errGone := errors.New("caller gone")
 	ctx, cancel := context.WithCancelCause(t.Context())
-	c := startLive(t, ctx, testPolicy(t))
+	c := startLive(ctx, t, testPolicy(t))
 	cancel(errGone)
 	c.step(t)
 	<-c.done
@@ -168,7 +168,7 @@ func TestLiveAbortsWhenTheContextEnds(t *testing.T) {
 }
 
 func TestLiveStopsItsTimerWithoutADeadline(t *testing.T) {
-	c := startLive(t, t.Context(), testPolicy(t, noTTFTHedge(), stallTimeout(time.Second)))
+	c := startLive(t.Context(), t, testPolicy(t, noTTFTHedge(), stallTimeout(time.Second)))
 	start := c.race.Attempt(0).Start
 	c.events <- testEvent{attempt: 0, at: start}
 	c.step(t)

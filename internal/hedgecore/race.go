@@ -109,9 +109,9 @@ const (
 // Race is the decision core of one logical call: which attempt starts when,
 // which one is committed, which ones are cancelled, when the call ends. It is
 // a pure state machine over explicit timestamps (unix nanoseconds): no
-// goroutine, no clock, no allocation. The Hedger drives it from network
-// events and a clockwork timer; cmd/hedgesim drives the very same code from a
-// discrete-event simulation.
+// goroutine, no clock, no allocation. One loop drives it (Driver): the
+// Hedger and the proxy's guard from network events and a clockwork timer
+// (Live), cmd/hedgesim from a discrete-event simulation.
 type Race struct {
 	p        *Policy
 	buffered bool
