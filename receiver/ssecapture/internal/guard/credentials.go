@@ -4,10 +4,8 @@
 package guard
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 
@@ -66,45 +64,19 @@ func stripCredentials(h http.Header) {
 	}
 }
 
-// maxErrorPeek bounds what is read of a 429's body to find its error code;
-// the provider's error bodies are a few hundred bytes.
-const maxErrorPeek = 64 << 10
-
-// credentialRefused reports whether an error response says the request's
-// credential was refused: 401, 402 (Anthropic's billing_error), 403, or a 429
-// whose error names a quota or billing limit rather than a rate (OpenAI's
-// insufficient_quota, Google's RESOURCE_EXHAUSTED with a QuotaFailure). Of
-// a 429 it reads up to maxErrorPeek bytes and puts them back in front of the
-// rest, so the body still reaches the client as the upstream sent it.
-func credentialRefused(resp *http.Response) bool {
-	switch resp.StatusCode {
+// credentialRefused reports whether an error answer (its status, and the
+// first bytes of its body) says the request's credential was refused: 401,
+// 402 (Anthropic's billing_error), 403, or a 429 whose error names a quota
+// or billing limit rather than a rate (OpenAI's insufficient_quota,
+// Google's RESOURCE_EXHAUSTED with a QuotaFailure).
+func credentialRefused(status int, body []byte) bool {
+	switch status {
 	case http.StatusUnauthorized, http.StatusPaymentRequired, http.StatusForbidden:
 		return true
 	case http.StatusTooManyRequests:
-	default:
-		return false
+		return quotaError(body)
 	}
-	peek, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorPeek))
-	resp.Body = &peekedBody{Reader: io.MultiReader(bytes.NewReader(peek), &errReader{err}, resp.Body), body: resp.Body}
-	return quotaError(peek)
-}
-
-// peekedBody is a body whose first bytes were read and are read again.
-type peekedBody struct {
-	io.Reader
-	body io.ReadCloser
-}
-
-func (p *peekedBody) Close() error { return p.body.Close() }
-
-// errReader returns the error the peek stopped at, if any, where it stopped.
-type errReader struct{ err error }
-
-func (e *errReader) Read([]byte) (int, error) {
-	if e.err != nil {
-		return 0, e.err
-	}
-	return 0, io.EOF
+	return false
 }
 
 // quotaError reports whether an error body names a quota or billing limit:
@@ -143,13 +115,15 @@ func quotaError(body []byte) bool {
 	return false
 }
 
-// checkCredential runs once an attempt's request has its answer (resp, or
-// none on a transport error): it notes a refused client credential, and on
-// the call's first attempt, which carries the client's credential to the
-// primary, clears the alternates that wait for it when it was not refused.
-func (s *Session) checkCredential(rd *reader, resp *http.Response) {
-	if resp != nil && resp.StatusCode >= 400 && rd.clientCredential {
-		rd.credentialRefused = credentialRefused(resp)
+// checkAnswer runs once an attempt's request has its answer (resp, or none
+// on a transport error). An error answer's body is read into memory
+// (readErrorBody); a refused client credential is noted; on the call's
+// first attempt, which carries the client's credential to the primary, the
+// alternates that wait for it are cleared unless it was refused.
+func (s *Session) checkAnswer(rd *reader, resp *http.Response) {
+	if resp != nil && resp.StatusCode >= 400 {
+		body := readErrorBody(resp)
+		rd.credentialRefused = rd.clientCredential && credentialRefused(resp.StatusCode, body)
 	}
 	if rd.clears && !rd.credentialRefused {
 		close(s.credentialCleared)

@@ -54,7 +54,7 @@ func TestQuotaErrorNamesQuotasNotRates(t *testing.T) {
 	}
 }
 
-func TestCredentialRefusedPutsTheBodyBack(t *testing.T) {
+func TestCredentialRefused(t *testing.T) {
 	for _, tc := range []struct {
 		status int
 		body   string
@@ -65,18 +65,58 @@ func TestCredentialRefusedPutsTheBodyBack(t *testing.T) {
 		{http.StatusForbidden, `{}`, true},
 		{http.StatusTooManyRequests, openAIQuota, true},
 		{http.StatusTooManyRequests, openAIRate, false},
-		// Past the peek the body is not read for its code, and still whole.
-		{http.StatusTooManyRequests, `{"error":{"code":"insufficient_quota","pad":"` + strings.Repeat("x", maxErrorPeek) + `"}}`, false},
+		{http.StatusTooManyRequests, geminiQuota, true},
 		{http.StatusServiceUnavailable, openAIQuota, false},
 		{http.StatusBadRequest, openAIQuota, false},
 	} {
-		resp := &http.Response{StatusCode: tc.status, Body: io.NopCloser(strings.NewReader(tc.body))}
-		assert.Equal(t, tc.want, credentialRefused(resp), "%d %.60s", tc.status, tc.body)
+		assert.Equal(t, tc.want, credentialRefused(tc.status, []byte(tc.body)), "%d %.60s", tc.status, tc.body)
+	}
+}
+
+// closeCounter counts the closes of a body.
+type closeCounter struct {
+	io.Reader
+	closed int
+}
+
+func (c *closeCounter) Close() error { c.closed++; return nil }
+
+// TestReadErrorBodyPutsTheBodyBack: the error answer's body is read into
+// memory (its connection then goes back to the pool) and still reaches the
+// client as the upstream sent it; past the bound the rest follows.
+func TestReadErrorBodyPutsTheBodyBack(t *testing.T) {
+	long := `{"error":{"code":"insufficient_quota","pad":"` + strings.Repeat("x", maxErrorBody) + `"}}`
+	for _, body := range []string{openAIQuota, "", long} {
+		rc := &closeCounter{Reader: strings.NewReader(body)}
+		resp := &http.Response{StatusCode: http.StatusTooManyRequests, Body: rc}
+		read := readErrorBody(resp)
+		whole := len(body) <= maxErrorBody
+		if whole {
+			assert.Equal(t, body, string(read))
+			assert.Equal(t, 1, rc.closed, "read to its end, the upstream body is done with")
+		} else {
+			assert.Len(t, read, maxErrorBody+1)
+			assert.Zero(t, rc.closed)
+		}
 		got, err := io.ReadAll(resp.Body)
 		require.NoError(t, err)
-		assert.Equal(t, tc.body, string(got), "the client gets the body as the upstream sent it")
+		assert.Equal(t, body, string(got), "the client gets the body as the upstream sent it")
 		require.NoError(t, resp.Body.Close())
 	}
+	assert.False(t, credentialRefused(http.StatusTooManyRequests, []byte(long)[:maxErrorBody+1]), "a cut body names nothing")
+}
+
+// TestReadErrorBodyWaitsBounded: an upstream that holds its error body
+// delays the answer by errorBodyWait at most; the client gets what came.
+func TestReadErrorBodyWaitsBounded(t *testing.T) {
+	pr, pw := io.Pipe()
+	go func() { _, _ = pw.Write([]byte(`{"error":`)) }()
+	resp := &http.Response{StatusCode: http.StatusServiceUnavailable, Body: pr}
+	read := readErrorBody(resp) // returns: errorBodyWait closed the body
+	assert.Equal(t, `{"error":`, string(read))
+	got, err := io.ReadAll(resp.Body)
+	assert.Equal(t, `{"error":`, string(got))
+	assert.ErrorIs(t, err, io.ErrClosedPipe)
 }
 
 func TestIsCredentialHeader(t *testing.T) {

@@ -331,7 +331,7 @@ func (s *Session) launch(i int) {
 func (s *Session) read(ctx context.Context, i int, rd *reader, req *http.Request, rt http.RoundTripper) {
 	defer s.wg.Done()
 	resp, err := rt.RoundTrip(req)
-	s.checkCredential(rd, resp)
+	s.checkAnswer(rd, resp)
 	if err != nil {
 		rd.err = err
 		s.send(ctx, event{attempt: i, at: s.now(), kind: evFailed, class: hedgecore.Retryable, err: err})
