@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
 
+	"github.com/streamstall/streamstall/internal/testbed/mdcode"
 	"github.com/streamstall/streamstall/receiver/ssecapture/internal/metadata"
 )
 
@@ -201,4 +202,45 @@ func TestGuardAlternateCredentials(t *testing.T) {
 	assert.False(t, a.ownCredential(), "a header that is no credential")
 	a.TLS.CertFile = "client.pem"
 	assert.True(t, a.ownCredential(), "a TLS client certificate is a credential")
+}
+
+// TestDocsHedgingGuardExample: the guard configuration of docs/hedging.md
+// is valid and its alternate, another provider, has a credential of its
+// own and gets none of the client's: what the worked example says of it.
+func TestDocsHedgingGuardExample(t *testing.T) {
+	blocks, err := mdcode.File(filepath.Join("..", "..", "docs", "hedging.md"))
+	require.NoError(t, err)
+	var yamls []mdcode.Block
+	for _, b := range mdcode.In(blocks, "Guarding streams") {
+		if b.Info == "yaml" {
+			yamls = append(yamls, b)
+		}
+	}
+	require.Len(t, yamls, 1)
+	r, err := confmap.NewRetrievedFromYAML([]byte(yamls[0].Text))
+	require.NoError(t, err)
+	cm, err := r.AsConf()
+	require.NoError(t, err)
+	sub, err := cm.Sub("receivers::sse_capture")
+	require.NoError(t, err)
+	cfg := NewFactory().CreateDefaultConfig()
+	require.NoError(t, sub.Unmarshal(cfg))
+	require.NoError(t, confmap.Validate(cfg))
+	p := cfg.(*Config).Proxy.Get()
+	g := p.Guard.Get()
+	assert.Equal(t, AutoDuration(time.Minute), g.StallTimeout)
+	assert.Equal(t, AutoDuration(2*time.Second), g.Hedge.Delay)
+	assert.Equal(t, 30*time.Second, p.Upstream.Timeout)
+	require.Len(t, g.Hedge.Alternates, 1)
+	azure := g.Hedge.Alternates[0]
+	primary, err := parseUpstream(p.Upstream.Endpoint)
+	require.NoError(t, err)
+	alt, err := parseEndpoint(azure.Endpoint)
+	require.NoError(t, err)
+	assert.NotEqual(t, primary.Host, alt.Host, "another provider")
+	assert.True(t, azure.ownCredential(), "the alternate has the operator's key")
+	assert.False(t, azure.ForwardClientCredentials, "the clients' keys reach the primary only")
+	assert.False(t, azure.ServeCredentialFailures, "a spent client key is not served on the operator's")
+	assert.True(t, azure.Keepalive.HasValue())
+	require.Len(t, g.Models, 1)
 }
