@@ -147,13 +147,13 @@ type ModelGuardConfig struct {
 // ModelHedgeOverrides are the hedge keys a model entry may override. A
 // budget given here is a bucket of the models it matches alone.
 type ModelHedgeOverrides struct {
-	Delay         *AutoDuration              `mapstructure:"delay"`
-	Quantile      *float64                   `mapstructure:"quantile"`
-	FallbackDelay *time.Duration             `mapstructure:"fallback_delay"`
-	MinSamples    *int                       `mapstructure:"min_samples"`
-	MaxAttempts   *int                       `mapstructure:"max_attempts"`
-	Budget        *BudgetConfig              `mapstructure:"budget"`
-	Alternates    *[]AlternateConfig         `mapstructure:"alternates"`
+	Delay         *AutoDuration      `mapstructure:"delay"`
+	Quantile      *float64           `mapstructure:"quantile"`
+	FallbackDelay *time.Duration     `mapstructure:"fallback_delay"`
+	MinSamples    *int               `mapstructure:"min_samples"`
+	MaxAttempts   *int               `mapstructure:"max_attempts"`
+	Budget        *BudgetConfig      `mapstructure:"budget"`
+	Alternates    *[]AlternateConfig `mapstructure:"alternates"`
 
 	_ struct{}
 }
