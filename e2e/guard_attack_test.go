@@ -422,6 +422,24 @@ func TestGuardCredentialsFollowTheUpstream(t *testing.T) {
 			}
 		}
 	}
+
+	// An unguarded call (not streaming) goes to the primary alone, with the
+	// client's credentials and without Proxy-Authorization.
+	const plain = "gpt-unguarded"
+	s.primary.answer(plain, attackStatus(http.StatusOK, `{"id":"c1","object":"chat.completion","choices":[]}`))
+	h := map[string]string{"Content-Type": "application/json", "X-Collector-Token": "Bearer collector-secret"}
+	for k, v := range header {
+		h[k] = v
+	}
+	r := send(t, http.MethodPost, "http://"+s.proxy+"/v1/chat/completions", h, strings.NewReader(fmt.Sprintf(`{"model":%q}`, plain)))
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	p := s.primary.requests(plain)
+	require.Len(t, p, 1)
+	for k, v := range attackClientCredentials {
+		assert.Equal(t, v, p[0].header.Get(k), "unguarded: the primary gets the client's %s", k)
+	}
+	assert.Empty(t, p[0].header.Values("Proxy-Authorization"), "unguarded: Proxy-Authorization went upstream")
+	assert.Empty(t, s.alternate.requests(plain))
 }
 
 // TestGuardRefusedKeyIsNotServedOnTheOperators (row 5): a client whose own
