@@ -327,3 +327,20 @@ func TestHedgeOnTheOperatorsKeyWaitsForThePrimary(t *testing.T) {
 		assert.True(t, s.Won())
 	})
 }
+
+// FuzzQuotaError: any body is read without panic, and a body that names a
+// quota says so in its own words.
+func FuzzQuotaError(f *testing.F) {
+	for _, b := range []string{openAIQuota, openAIRate, anthropicRate, anthropicBilling, geminiQuota, vertexCapacity, ollamaError, `{"error":{"code":7}}`} {
+		f.Add([]byte(b))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if !quotaError(body) {
+			return
+		}
+		l := bytes.ToLower(body)
+		if !bytes.Contains(l, []byte("quota")) && !bytes.Contains(l, []byte("billing")) && !bytes.Contains(l, []byte(`\u`)) {
+			t.Fatalf("a quota error that names none: %q", body)
+		}
+	})
+}
