@@ -136,6 +136,9 @@ var (
 
 // Classify classifies one SSE event of a stream of the given shape.
 func Classify(shape Shape, ev *sse.Event) (Frame, error) {
+	if shape.bedrock() {
+		return classifyBedrock(shape, ev)
+	}
 	if ev.Comment || bytes.Equal(ev.Type, pingType) {
 		return Frame{Kind: KindKeepalive}, nil
 	}
