@@ -223,6 +223,9 @@ func (c *call) response(resp *http.Response) {
 			// array elements are bounded per stream by the parser's own cap.
 			p.Budget = c.d.frameBudget
 		}
+		if p, ok := parser.(*sse.EventStreamParser); ok && c.d.frameBudget != nil {
+			p.Budget = c.d.frameBudget
+		}
 		b.parser = parser
 		b.coded(coding, decodable)
 		resp.Body = b
