@@ -36,20 +36,20 @@ import (
 )
 
 // The proxy in front of Bedrock (here a verifying upstream before fakellm)
-// before the stall processor, its spans at an OTLP sink; with SigV4, the proxy signs every upstream
-// request itself with the sigv4auth extension.
-const bedrockConfig = `
-extensions:
-  sigv4auth:
-    region: us-east-1
-    service: bedrock
+// with a Bedrock API key passed on; with SigV4 the config is the receiver
+// README's, where the proxy signs every upstream request itself with the
+// sigv4auth extension. Both go before the stall processor, their spans to
+// an OTLP sink.
+const (
+	bedrockBearerConfig = `
 receivers:
   sse_capture:
     proxy:
       endpoint: 127.0.0.1:${PROXY}
       upstream:
         endpoint: ${UPSTREAM}
-${AUTH}
+`
+	bedrockPipeline = `
 processors:
   stall:
     stall_threshold: 500ms
@@ -69,9 +69,21 @@ service:
       processors: [stall]
       exporters: [otlp_http]
 `
+)
 
-const sigv4Upstream = `        auth:
-          authenticator: sigv4auth`
+// bedrockConfig is the collector's config for a run with auth: bearer or
+// sigv4 (the README's block, on a free port and the test's upstream).
+func bedrockConfig(t *testing.T, auth string, proxyPort int, upstream, sink string) string {
+	t.Helper()
+	cfg := fill(bedrockBearerConfig, "PROXY", proxyPort, "UPSTREAM", upstream)
+	if auth == "sigv4" {
+		doc := docBlock(t, "../receiver/ssecapture/README.md", "The proxy", "yaml", 0).Text
+		cfg = strings.NewReplacer("localhost:8787", fmt.Sprintf("127.0.0.1:%d", proxyPort),
+			"https://bedrock-runtime.us-east-1.amazonaws.com", upstream).Replace(doc)
+		require.Contains(t, cfg, upstream, "the README's upstream is Bedrock's")
+	}
+	return cfg + fill(bedrockPipeline, "SINK", sink)
+}
 
 // The credentials of the test: the proxy's, which sigv4auth reads from the
 // environment, and the client's, which sign for the proxy's host only.
@@ -297,11 +309,11 @@ func TestBedrockSDKEndToEnd(t *testing.T) {
 		t.Run(auth, func(t *testing.T) {
 			sink := startSink(t)
 			proxyPort := freePort(t)
-			block, extensions := "", []string(nil)
+			var extensions []string
 			if auth == "sigv4" {
-				block, extensions = sigv4Upstream, []string{"sigv4auth"}
+				extensions = []string{"sigv4auth"}
 			}
-			collector(t, fill(bedrockConfig, "PROXY", proxyPort, "UPSTREAM", upstream.URL, "AUTH", block, "SINK", sink.URL), extensions...)
+			collector(t, bedrockConfig(t, auth, proxyPort, upstream.URL, sink.URL), extensions...)
 			proxy := fmt.Sprintf("http://127.0.0.1:%d", proxyPort)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
