@@ -247,7 +247,7 @@ func converseText(ctx context.Context, t *testing.T, c *bedrockruntime.Client, m
 	})
 	require.NoError(t, err)
 	stream := out.GetStream()
-	defer stream.Close()
+	defer func() { _ = stream.Close() }()
 	var text strings.Builder
 	for ev := range stream.Events() {
 		if d, ok := ev.(*types.ConverseStreamOutputMemberContentBlockDelta); ok {
@@ -270,7 +270,7 @@ func invokeText(ctx context.Context, t *testing.T, c *bedrockruntime.Client, mod
 	})
 	require.NoError(t, err)
 	stream := out.GetStream()
-	defer stream.Close()
+	defer func() { _ = stream.Close() }()
 	var text strings.Builder
 	for ev := range stream.Events() {
 		c, ok := ev.(*types.ResponseStreamMemberChunk)

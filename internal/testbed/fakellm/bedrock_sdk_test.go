@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -82,7 +81,7 @@ func TestBedrockConverseStreamSDK(t *testing.T) {
 			out, err := bedrockClient(t, hs).ConverseStream(testContext(t), &bedrockruntime.ConverseStreamInput{ModelId: aws.String(bedrockModel), Messages: bedrockPrompt})
 			require.NoError(t, err)
 			stream := out.GetStream()
-			defer stream.Close()
+			defer func() { _ = stream.Close() }()
 			var text, reasoning, input strings.Builder
 			var stop types.StopReason
 			var meta *types.ConverseStreamMetadataEvent
@@ -143,7 +142,7 @@ func TestBedrockInvokeStreamSDK(t *testing.T) {
 			})
 			require.NoError(t, err)
 			stream := out.GetStream()
-			defer stream.Close()
+			defer func() { _ = stream.Close() }()
 			var events []string
 			for ev := range stream.Events() {
 				c, ok := ev.(*types.ResponseStreamMemberChunk)
@@ -170,5 +169,5 @@ func TestBedrockErrorsSDK(t *testing.T) {
 	_, hs := startServer(t, Config{Profile: ProfileHTTP429, TimeFactor: fastFactor})
 	_, err := bedrockClient(t, hs).ConverseStream(testContext(t), &bedrockruntime.ConverseStreamInput{ModelId: aws.String(bedrockModel), Messages: bedrockPrompt})
 	var throttled *types.ThrottlingException
-	require.True(t, errors.As(err, &throttled), "%v", err)
+	require.ErrorAs(t, err, &throttled)
 }
