@@ -6,6 +6,7 @@ package llmstream
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/url"
 	"strings"
 
@@ -270,6 +271,18 @@ func classifyBedrock(shape Shape, ev *sse.Event) (Frame, error) {
 		f.Meta.ErrorType = ErrorTypeUnknown
 	}
 	return f, nil
+}
+
+// BedrockErrorType returns the error type of a Bedrock error response: its
+// X-Amzn-ErrorType header without the namespace after the colon
+// ("ThrottlingException:http://internal.amazon.com/coral/..."), "" for
+// another shape or none. Bedrock's error bodies hold only a message.
+func BedrockErrorType(shape Shape, h http.Header) string {
+	if !shape.bedrock() {
+		return ""
+	}
+	typ, _, _ := strings.Cut(h.Get("X-Amzn-Errortype"), ":")
+	return strings.TrimSpace(typ)
 }
 
 // parseBedrockResponse reads a whole Converse or InvokeModel answer; an

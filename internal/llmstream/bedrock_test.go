@@ -398,3 +398,13 @@ func TestClassifyBedrockMalformed(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, Frame{Kind: KindError, Meta: Meta{ErrorType: ErrorTypeUnknown}}, f)
 }
+
+// TestBedrockErrorType reads the error type of Bedrock's error responses
+// from their header, and only theirs.
+func TestBedrockErrorType(t *testing.T) {
+	h := http.Header{"X-Amzn-Errortype": {"ThrottlingException:http://internal.amazon.com/coral/com.amazon.bedrock/"}}
+	assert.Equal(t, "ThrottlingException", BedrockErrorType(ShapeBedrockConverse, h))
+	assert.Equal(t, "ThrottlingException", BedrockErrorType(ShapeBedrockInvoke, h))
+	assert.Empty(t, BedrockErrorType(ShapeMessages, h))
+	assert.Empty(t, BedrockErrorType(ShapeBedrockConverse, http.Header{}))
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/streamstall/streamstall/internal/semconv"
+	"github.com/streamstall/streamstall/internal/testbed/fakellm"
 )
 
 // ownedBodyTransport gives net/http a request body of its own: smithy-go
@@ -141,4 +142,14 @@ func TestBedrockFrameBudget(t *testing.T) {
 	span := f.spans(t, 1)[0]
 	assert.Equal(t, 1, eventCount(span, semconv.EventChunk))
 	assert.Zero(t, f.rcv.proxy.FrameBufferBytes(), "the stream gave its buffers back")
+}
+
+// TestBedrockErrorStatusType: an error status of Bedrock's names its type
+// in a header, and error.type is that type.
+func TestBedrockErrorStatusType(t *testing.T) {
+	f := newFixture(t, nil)
+	resp, _ := post(t, testClient(t), f.proxyURL+"/model/m/converse-stream", `{"messages":[]}`,
+		http.Header{fakellm.HeaderProfile: {fakellm.ProfileHTTP429}})
+	assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	assert.Equal(t, "ThrottlingException", f.spans(t, 1)[0].Attributes().AsRaw()[semconv.AttrErrorType])
 }
