@@ -1,7 +1,7 @@
 // Copyright The streamstall Authors
 // SPDX-License-Identifier: Apache-2.0
 
-// Command fakellm serves a scripted LLM upstream (OpenAI, Anthropic, Gemini and Ollama wire formats) whose
+// Command fakellm serves a scripted LLM upstream (OpenAI, Anthropic, Gemini, Ollama and Bedrock wire formats) whose
 // timing follows named, seedable profiles. See README.md.
 package main
 

@@ -134,8 +134,13 @@ var (
 	pingType = []byte("ping")
 )
 
-// Classify classifies one SSE event of a stream of the given shape.
+// Classify classifies one event of a stream of the given shape: an SSE
+// event, an NDJSON line, a JSON array element, or an AWS event stream
+// message (Bedrock's shapes, read by classifyBedrock).
 func Classify(shape Shape, ev *sse.Event) (Frame, error) {
+	if shape.bedrock() {
+		return classifyBedrock(shape, ev)
+	}
 	if ev.Comment || bytes.Equal(ev.Type, pingType) {
 		return Frame{Kind: KindKeepalive}, nil
 	}

@@ -379,6 +379,9 @@ func FuzzClassify(f *testing.F) {
 	f.Add(uint8(ShapeOllamaChat), "", `{"model":"m","message":{"content":"","tool_calls":[{"function":{"name":"f","arguments":{}}}]},"done":false}`)
 	f.Add(uint8(ShapeOllamaGenerate), "", `{"response":"","done":true,"done_reason":"stop","eval_count":3}`)
 	f.Add(uint8(ShapeOllamaChat), "", `{"error":{"message":"x","code":1}}`)
+	f.Add(uint8(ShapeBedrockConverse), "contentBlockDelta", `{"contentBlockIndex":0,"delta":{"reasoningContent":{"text":"x"}}}`)
+	f.Add(uint8(ShapeBedrockConverse), "metadata", `{"usage":{"inputTokens":1,"outputTokens":2},"metrics":{"latencyMs":3}}`)
+	f.Add(uint8(ShapeBedrockInvoke), "chunk", `{"bytes":"eyJ0eXBlIjoibWVzc2FnZV9zdG9wIn0="}`)
 	f.Fuzz(func(t *testing.T, shape uint8, typ, data string) {
 		s := Shape(shape % uint8(shapes))
 		fr, err := Classify(s, ev(typ, data))

@@ -40,8 +40,14 @@ func streamFile(name string) (Shape, sse.Framing) {
 		shape = ShapeOllamaChat
 	case strings.HasPrefix(name, "ollama_generate"):
 		shape = ShapeOllamaGenerate
+	case strings.HasPrefix(name, "bedrock_converse"):
+		shape = ShapeBedrockConverse
+	case strings.HasPrefix(name, "bedrock_invoke"):
+		shape = ShapeBedrockInvoke
 	}
 	switch filepath.Ext(name) {
+	case ".eventstream":
+		return shape, sse.FramingEventStream
 	case ".ndjson":
 		return shape, sse.FramingNDJSON
 	case ".json":

@@ -22,7 +22,7 @@ func (e Endpoint) ParseRequest(body []byte) (Request, error) {
 		Stream *bool  `json:"stream"`
 	}
 	out := Request{Model: e.Model, Stream: e.Stream}
-	if e.Shape == ShapeGemini {
+	if e.Shape == ShapeGemini || e.Shape.bedrock() {
 		// The body holds the prompt and nothing telemetry records.
 		return out, nil
 	}
@@ -85,6 +85,8 @@ func ParseResponse(shape Shape, body []byte) (Meta, error) {
 		if err = decode(body, &r); err == nil {
 			r.meta(&m)
 		}
+	case ShapeBedrockConverse, ShapeBedrockInvoke:
+		err = parseBedrockResponse(shape, body, &m)
 	default:
 		var r struct {
 			Error *apiError `json:"error"`

@@ -34,6 +34,11 @@ const (
 	ShapeOllamaChat
 	// ShapeOllamaGenerate is Ollama's native /api/generate.
 	ShapeOllamaGenerate
+	// ShapeBedrockConverse is AWS Bedrock's Converse and ConverseStream.
+	ShapeBedrockConverse
+	// ShapeBedrockInvoke is AWS Bedrock's InvokeModel and
+	// InvokeModelWithResponseStream: the model's own API inside Bedrock's.
+	ShapeBedrockInvoke
 
 	// shapes counts the shapes, for tests that go through them all.
 	shapes
@@ -73,10 +78,15 @@ type Endpoint struct {
 // ".../models/{model}:streamGenerateContent" (Google AI Studio, also
 // tunedModels) and ".../publishers/google/models/{model}:generateContent" or
 // ".../projects/{p}/locations/{l}/endpoints/{id}:..." (Vertex AI). Ollama's
-// native API is "/api/chat" and "/api/generate", under any prefix.
+// native API is "/api/chat" and "/api/generate", under any prefix. AWS
+// Bedrock's is ".../model/{modelId}/converse-stream" (and converse, invoke,
+// invoke-with-response-stream), the model id percent-decoded.
 func ParseEndpoint(path string) Endpoint {
 	path = strings.TrimRight(path, "/")
 	if e, ok := geminiEndpoint(path); ok {
+		return e
+	}
+	if e, ok := bedrockEndpoint(path); ok {
 		return e
 	}
 	s := ShapeUnknown
@@ -131,18 +141,23 @@ func geminiEndpoint(path string) (Endpoint, bool) {
 // StreamFraming says how a response to a call of shape s is streamed, or
 // false when it is one whole body. Server-Sent Events whenever the media
 // type says so, whatever the shape; otherwise only a successful answer to
-// a streaming request is a stream: Ollama's is NDJSON, and Gemini's (asked
-// without alt=sse) a JSON array sent element by element.
+// a streaming request is a stream: Ollama's is NDJSON, Gemini's (asked
+// without alt=sse) a JSON array sent element by element, Bedrock's an AWS
+// event stream (whatever the status when the media type says so).
 func StreamFraming(s Shape, stream bool, status int, mediaType string) (sse.Framing, bool) {
 	switch {
 	case mediaType == "text/event-stream":
 		return sse.FramingSSE, true
+	case mediaType == "application/vnd.amazon.eventstream":
+		return sse.FramingEventStream, true
 	case !stream || status < 200 || status > 299:
 		return 0, false
 	case mediaType == "application/x-ndjson", s == ShapeOllamaChat, s == ShapeOllamaGenerate:
 		return sse.FramingNDJSON, true
 	case s == ShapeGemini:
 		return sse.FramingJSONArray, true
+	case s.bedrock():
+		return sse.FramingEventStream, true
 	}
 	return 0, false
 }
@@ -153,7 +168,7 @@ func StreamFraming(s Shape, stream bool, status int, mediaType string) (sse.Fram
 // generate are text_completion, Gemini's is generate_content.
 func (s Shape) Operation() string {
 	switch s {
-	case ShapeChatCompletions, ShapeResponses, ShapeMessages, ShapeOllamaChat:
+	case ShapeChatCompletions, ShapeResponses, ShapeMessages, ShapeOllamaChat, ShapeBedrockConverse, ShapeBedrockInvoke:
 		return "chat"
 	case ShapeCompletions, ShapeOllamaGenerate:
 		return "text_completion"
@@ -176,6 +191,8 @@ func (s Shape) Provider() string {
 		return ProviderGemini
 	case ShapeOllamaChat, ShapeOllamaGenerate:
 		return ProviderOllama
+	case ShapeBedrockConverse, ShapeBedrockInvoke:
+		return ProviderBedrock
 	}
 	return ""
 }
@@ -196,6 +213,10 @@ func (s Shape) String() string {
 		return "ollama_chat"
 	case ShapeOllamaGenerate:
 		return "ollama_generate"
+	case ShapeBedrockConverse:
+		return "bedrock_converse"
+	case ShapeBedrockInvoke:
+		return "bedrock_invoke"
 	}
 	return "unknown"
 }

@@ -161,17 +161,28 @@ func TestMetaMergeServerTimings(t *testing.T) {
 	assert.Equal(t, ServerTimings{Total: 9, Eval: 4}, m.Server, "a frame without timings keeps the reported ones")
 }
 
-// FuzzStreamFramings: a Gemini array or an Ollama NDJSON body classifies to
-// the same frames and metadata however the reads split it, and never as
-// content without a chunk kind.
+// FuzzStreamFramings: a Gemini array, an Ollama NDJSON body or a Bedrock
+// event stream (Converse or InvokeModel) classifies to the same frames and
+// metadata however the reads split it, and never as content without a
+// chunk kind.
 func FuzzStreamFramings(f *testing.F) {
 	f.Add(uint8(0), []byte(`[{"candidates":[{"content":{"parts":[{"text":"a"}]}}]},{"candidates":[{"finishReason":"STOP"}]}]`), uint16(9))
 	f.Add(uint8(1), []byte("{\"message\":{\"content\":\"a\"},\"done\":false}\n{\"done\":true,\"eval_count\":1}\n"), uint16(5))
 	f.Add(uint8(0), []byte(`{"error":{"code":429,"status":"RESOURCE_EXHAUSTED"}}`), uint16(3))
+	f.Add(uint8(2), encodeStream(f, bedrockStreams["bedrock_converse_reasoning_tool.eventstream"]), uint16(100))
+	f.Add(uint8(5), encodeStream(f, bedrockStreams["bedrock_invoke_claude.eventstream"]), uint16(61))
 	f.Fuzz(func(t *testing.T, which uint8, body []byte, split uint16) {
-		shape, framing := ShapeGemini, sse.FramingJSONArray
-		if which%2 == 1 {
+		var shape Shape
+		var framing sse.Framing
+		switch which % 6 {
+		case 0, 3:
+			shape, framing = ShapeGemini, sse.FramingJSONArray
+		case 1, 4:
 			shape, framing = ShapeOllamaChat, sse.FramingNDJSON
+		case 2:
+			shape, framing = ShapeBedrockConverse, sse.FramingEventStream
+		default:
+			shape, framing = ShapeBedrockInvoke, sse.FramingEventStream
 		}
 		run := func(s int) (frames []Frame, m Meta) {
 			sp := sse.NewSplitter(framing, 1<<10, func(ev *sse.Event) {

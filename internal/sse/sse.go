@@ -6,11 +6,12 @@
 // ("9.2 Server-sent events", event stream interpretation) defines them:
 // fields event, data, id and retry, multi-line data, comments, CR, LF and
 // CRLF line ends (Google ends its events with CRLF CRLF), a leading byte
-// order mark, and lines split across reads. Two APIs stream other framings,
-// cut into the same Event: newline-delimited JSON (Ollama: LineParser) and a
-// JSON array sent element by element (Gemini without alt=sse: ArrayParser).
+// order mark, and lines split across reads. Three APIs stream other framings,
+// cut into the same Event: newline-delimited JSON (Ollama: LineParser), a
+// JSON array sent element by element (Gemini without alt=sse: ArrayParser)
+// and the AWS event stream's binary messages (Bedrock: EventStreamParser).
 //
-// Parser, LineParser and ArrayParser are push-style (feed them bytes as they
+// Parser, LineParser, ArrayParser and EventStreamParser are push-style (feed them bytes as they
 // arrive, they call back per event); Reader is pull-style over an io.Reader.
 // All reuse their buffers, so the slices of an Event are only valid until
 // the next call into them.
@@ -53,6 +54,9 @@ type Event struct {
 	Retry int64
 	// Comment marks a comment line (": keepalive").
 	Comment bool
+	// MessageType is the ":message-type" header of an AWS event stream
+	// message (event, exception or error), nil in the other framings.
+	MessageType []byte
 	// End is the stream offset just past the line end that completed the
 	// event: bytes [0, End) hold the event. For a CRLF line end, End counts
 	// the CR only, so that End does not depend on how the stream was split
@@ -452,6 +456,7 @@ var (
 	_ Splitter = (*Parser)(nil)
 	_ Splitter = (*LineParser)(nil)
 	_ Splitter = (*ArrayParser)(nil)
+	_ Splitter = (*EventStreamParser)(nil)
 )
 
 // Framing names how a streamed body is cut into events.
@@ -464,6 +469,9 @@ const (
 	FramingNDJSON
 	// FramingJSONArray is a JSON array streamed element by element.
 	FramingJSONArray
+	// FramingEventStream is the AWS event stream
+	// (application/vnd.amazon.eventstream), binary messages.
+	FramingEventStream
 )
 
 func (f Framing) String() string {
@@ -472,6 +480,8 @@ func (f Framing) String() string {
 		return "ndjson"
 	case FramingJSONArray:
 		return "json_array"
+	case FramingEventStream:
+		return "event_stream"
 	}
 	return "sse"
 }
@@ -484,6 +494,8 @@ func NewSplitter(f Framing, maxEventSize int, handler func(ev *Event)) Splitter 
 		return &LineParser{Handler: handler, MaxEventSize: maxEventSize}
 	case FramingJSONArray:
 		return &ArrayParser{Handler: handler, MaxEventSize: maxEventSize}
+	case FramingEventStream:
+		return &EventStreamParser{Handler: handler, MaxEventSize: maxEventSize}
 	}
 	return &Parser{Handler: handler, MaxEventSize: maxEventSize}
 }
@@ -514,6 +526,8 @@ func NewFramedReader(f Framing, r io.Reader) *Reader {
 		p = &LineParser{}
 	case FramingJSONArray:
 		p = &ArrayParser{}
+	case FramingEventStream:
+		p = &EventStreamParser{}
 	default:
 		p = &Parser{}
 	}

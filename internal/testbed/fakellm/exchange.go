@@ -27,6 +27,8 @@ const (
 	apiGemini
 	apiOllamaChat
 	apiOllamaGenerate
+	apiBedrockConverse
+	apiBedrockInvoke
 )
 
 func (k apiKind) String() string {
@@ -43,6 +45,10 @@ func (k apiKind) String() string {
 		return "ollama.chat"
 	case apiOllamaGenerate:
 		return "ollama.generate"
+	case apiBedrockConverse:
+		return "bedrock.converse"
+	case apiBedrockInvoke:
+		return "bedrock.invoke"
 	default:
 		return "messages"
 	}
@@ -50,6 +56,9 @@ func (k apiKind) String() string {
 
 // native reports whether the API is Ollama's native one.
 func (k apiKind) native() bool { return k == apiOllamaChat || k == apiOllamaGenerate }
+
+// bedrock reports whether the API is one of AWS Bedrock's.
+func (k apiKind) bedrock() bool { return k == apiBedrockConverse || k == apiBedrockInvoke }
 
 // emitter renders one answer in one API's wire format. Its methods are called in stream order.
 type emitter interface {
@@ -180,7 +189,7 @@ func (x *exchange) serve(r *http.Request) {
 		switch {
 		case wr.hasTools():
 			content = ContentToolCall
-		case x.kind == apiMessages && wr.Thinking != nil && wr.Thinking.Type == "enabled", wr.thinks:
+		case (x.kind == apiMessages || x.kind == apiBedrockInvoke) && wr.Thinking != nil && wr.Thinking.Type == "enabled", wr.thinks:
 			content = ContentReasoning
 		default:
 			content = ContentText
@@ -226,6 +235,8 @@ func (x *exchange) readRequest(r *http.Request, body []byte) (wireRequest, error
 		err = geminiWire(r, body, &wr)
 	case apiOllamaChat, apiOllamaGenerate:
 		wr, err = ollamaWire(body)
+	case apiBedrockConverse, apiBedrockInvoke:
+		wr, err = bedrockWire(r, x.kind, body)
 	default:
 		err = json.Unmarshal(body, &wr)
 	}
@@ -253,6 +264,13 @@ func (x *exchange) newEmitter(rng *rand.Rand, wr *wireRequest, ans *answer, plan
 	case apiOllamaChat, apiOllamaGenerate:
 		// Ollama's answers have no id.
 		return &ollamaEmitter{ans: ans, model: wr.Model, generate: x.kind == apiOllamaGenerate, start0: x.start, plan: plan, offsets: plan.Offsets()}
+	case apiBedrockConverse:
+		// Converse answers have no id.
+		return &converseEmitter{ans: ans, plan: plan}
+	case apiBedrockInvoke:
+		ans.id = "msg_bdrk_01" + randString(rng, base62, 22)
+		ans.toolCallID = "toolu_bdrk_01" + randString(rng, base62, 22)
+		return &invokeEmitter{messages: messagesEmitter{ans: ans, model: wr.Model}, plan: plan}
 	case apiChat:
 		ans.id = "chatcmpl-" + randString(rng, base62, 29)
 		return &chatEmitter{ans: ans, model: wr.Model, created: created, includeUsage: wr.StreamOptions != nil && wr.StreamOptions.IncludeUsage}
@@ -353,6 +371,8 @@ func (x *exchange) writeErrorMessage(status int, retryAfter time.Duration, msg s
 		b = googleErrorJSON(status, msg)
 	case apiOllamaChat, apiOllamaGenerate:
 		b = ollamaErrorJSON(status, msg)
+	case apiBedrockConverse, apiBedrockInvoke:
+		b = bedrockErrorJSON(h, status, msg)
 	default:
 		b = openAIErrorJSON(status, msg, retryAfter)
 	}
@@ -363,9 +383,12 @@ func (x *exchange) writeErrorMessage(status int, retryAfter time.Duration, msg s
 }
 
 func (x *exchange) setRequestID(h http.Header) {
-	if x.kind == apiMessages {
+	switch {
+	case x.kind == apiMessages:
 		h.Set("Request-Id", x.requestID)
-	} else {
+	case x.kind.bedrock():
+		h.Set("X-Amzn-Requestid", x.requestID)
+	default:
 		h.Set("X-Request-Id", x.requestID)
 	}
 }
@@ -403,14 +426,18 @@ func (x *exchange) streamContentType(wr *wireRequest) string {
 		return "application/x-ndjson"
 	case x.kind == apiGemini && wr.jsonArray:
 		return "application/json; charset=UTF-8"
+	case x.kind.bedrock():
+		return bedrockContentType
 	}
 	return "text/event-stream; charset=utf-8"
 }
 
 // keepalives reports whether the API's clients take keepalive frames: Gemini's and Ollama's
-// parse every frame as JSON (a comment or a blank line breaks their SDKs), and the real servers
-// send none.
-func (x *exchange) keepalives() bool { return x.kind != apiGemini && !x.kind.native() }
+// parse every frame as JSON (a comment or a blank line breaks their SDKs), Bedrock's event stream
+// has no keepalive message, and the real servers send none.
+func (x *exchange) keepalives() bool {
+	return x.kind != apiGemini && !x.kind.native() && !x.kind.bedrock()
+}
 
 // stream answers with the API's stream (server-sent events, NDJSON or a JSON array), each frame
 // written and flushed on its own.

@@ -4,7 +4,8 @@
 // Package fakellm is a scripted LLM upstream for tests, benchmarks and the demo. It answers the
 // OpenAI chat completions, completions and Responses APIs, the Anthropic messages API, Gemini's
 // generateContent and streamGenerateContent (Google AI Studio and Vertex AI paths, with and
-// without alt=sse) and Ollama's native /api/chat and /api/generate with the real wire formats, paced by named, seedable timing profiles (or an explicit script), and it
+// without alt=sse), Ollama's native /api/chat and /api/generate and AWS Bedrock's Converse and
+// InvokeModel (Anthropic models), streamed in the AWS event stream or whole, with the real wire formats, paced by named, seedable timing profiles (or an explicit script), and it
 // records what it sent for assertions.
 package fakellm
 
@@ -112,6 +113,13 @@ func New(cfg Config) (*Server, error) {
 		}
 		s.mux.HandleFunc("POST "+prefix+"/api/chat", s.serveAPI(apiOllamaChat))
 		s.mux.HandleFunc("POST "+prefix+"/api/generate", s.serveAPI(apiOllamaGenerate))
+		// Bedrock: the model id is one path segment (an ARN's slashes percent-encoded).
+		for _, op := range []string{"converse", "converse-stream"} {
+			s.mux.HandleFunc("POST "+prefix+"/model/{model}/"+op, s.serveAPI(apiBedrockConverse))
+		}
+		for _, op := range []string{"invoke", "invoke-with-response-stream"} {
+			s.mux.HandleFunc("POST "+prefix+"/model/{model}/"+op, s.serveAPI(apiBedrockInvoke))
+		}
 	}
 	s.mux.HandleFunc("GET "+RequestsPath, s.serveRequests)
 	s.mux.HandleFunc("DELETE "+RequestsPath, s.serveReset)

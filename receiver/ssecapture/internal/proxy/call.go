@@ -212,6 +212,9 @@ func (c *call) injectTraceContext(h http.Header) {
 // classified frame by frame, anything else read whole.
 func (c *call) response(resp *http.Response) {
 	c.status = resp.StatusCode
+	if c.status >= 400 {
+		c.meta.ErrorType = c.capValue(llmstream.BedrockErrorType(c.shape, resp.Header))
+	}
 	mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	coding, decodable := responseCoding(resp.Header.Values("Content-Encoding"))
 	if framing, ok := llmstream.StreamFraming(c.shape, c.req.Stream, resp.StatusCode, mediaType); ok {
@@ -221,6 +224,9 @@ func (c *call) response(resp *http.Response) {
 		if p, ok := parser.(*sse.Parser); ok && c.d.frameBudget != nil {
 			// SSE frames draw on the receiver's frame budget; NDJSON lines and
 			// array elements are bounded per stream by the parser's own cap.
+			p.Budget = c.d.frameBudget
+		}
+		if p, ok := parser.(*sse.EventStreamParser); ok && c.d.frameBudget != nil {
 			p.Budget = c.d.frameBudget
 		}
 		b.parser = parser

@@ -334,6 +334,7 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	if p.authHeader != "" {
 		pr.Out.Header.Del(p.authHeader)
 	}
+	dropClientSignature(pr.Out.Header)
 	// ReverseProxy drops the hop-by-hop headers, then puts back "TE:
 	// trailers" and, for an upgrade, "Connection: Upgrade" and "Upgrade"
 	// before calling Rewrite. Nothing hop-by-hop goes on: an LLM call never

@@ -88,6 +88,9 @@ func (b *streamTee) Close() error {
 	if p, ok := b.parser.(*sse.Parser); ok {
 		p.Reset()
 	}
+	if p, ok := b.parser.(*sse.EventStreamParser); ok {
+		p.Reset()
+	}
 	b.unlock()
 	return b.rc.Close()
 }
