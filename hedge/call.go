@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jonboulle/clockwork"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/streamstall/streamstall/internal/hedgecore"
@@ -34,12 +33,12 @@ type Call struct {
 	tel    callTelemetry
 
 	race   hedgecore.Race
+	drv    hedgecore.Driver[attemptEvent]
+	src    *hedgecore.Live[attemptEvent]
 	live   [hedgecore.MaxAttempts]liveAttempt
 	events chan attemptEvent
 	wg     sync.WaitGroup
 
-	timer    clockwork.Timer
-	armedAt  int64 // deadline the timer is set for, 0 when stopped
 	queue    []Chunk
 	cur      Chunk
 	partial  strings.Builder // text the caller got (streaming delivery)
@@ -75,9 +74,11 @@ func (h *Hedger) start(ctx context.Context, req Request, buffered bool) *Call {
 	c := &Call{h: h, req: req, events: make(chan attemptEvent, 8), base: h.clock.Now()}
 	ctx = c.tel.startCall(ctx, h, buffered, c.base)
 	c.ctx, c.cancel = context.WithCancelCause(ctx)
+	c.src = hedgecore.NewLive(c.ctx, h.clock, c.now, c.events)
+	c.drv = hedgecore.NewDriver(&c.race, c.src, (*carrier)(c))
 	c.race.Reset(h.policy, buffered)
-	c.race.Start(c.now())
-	c.apply()
+	c.drv.Start(c.now())
+	c.settle()
 	return c
 }
 
@@ -120,56 +121,27 @@ func (c *Call) Close() {
 	}
 	c.closed = true
 	if !c.finished {
-		c.race.Abort(errCallClosed)
-		c.apply()
+		c.drv.Abort(errCallClosed)
+		c.settle()
 	}
 	c.cancel(errCallClosed)
-	if c.timer != nil {
-		c.timer.Stop()
-	}
+	c.src.Stop()
 	c.wg.Wait()
 }
 
 // wait handles one event: an attempt's frame or end, a timer, or the
 // caller's context.
 func (c *Call) wait() {
-	c.arm()
-	var tick <-chan time.Time
-	if c.armedAt != 0 {
-		tick = c.timer.Chan()
-	}
-	select {
-	case e := <-c.events:
-		c.handle(e)
-	case <-tick:
-		c.armedAt = 0
-		c.race.Advance(c.now())
-	case <-c.ctx.Done():
-		c.race.Abort(context.Cause(c.ctx))
-	}
-	c.apply()
+	c.drv.Step()
+	c.settle()
 }
 
-// arm sets the timer to the race's next deadline.
-func (c *Call) arm() {
-	d := c.race.Deadline()
-	if d == c.armedAt {
-		return
-	}
-	if d == 0 {
-		c.timer.Stop()
-		c.armedAt = 0
-		return
-	}
-	wait := max(time.Duration(d-c.now()), 0)
-	if c.timer == nil {
-		c.timer = c.h.clock.NewTimer(wait)
-	} else {
-		c.timer.Stop()
-		c.timer.Reset(wait)
-	}
-	c.armedAt = d
-}
+// carrier is the call as its driver sees it.
+type carrier Call
+
+func (c *carrier) Handle(e attemptEvent) { (*Call)(c).handle(e) }
+func (c *carrier) Launch(i int)          { (*Call)(c).launch(i) }
+func (c *carrier) Cancel(i int)          { (*Call)(c).drop(i) }
 
 func (c *Call) handle(e attemptEvent) {
 	i := e.attempt
@@ -186,7 +158,12 @@ func (c *Call) handle(e attemptEvent) {
 		c.race.Fail(i, e.at, classify(e.err), e.err)
 	case e.ev.Type == EventContent:
 		ch := e.ev.Chunk
-		deliver := c.race.Content(i, e.at, ch.Kind == ChunkText)
+		var deliver bool
+		if ch.Kind == ChunkReasoning {
+			deliver = c.race.Reasoning(i, e.at)
+		} else {
+			deliver = c.race.Content(i, e.at, ch.Kind == ChunkText)
+		}
 		c.tel.chunk(a.span, e.at, ch.Kind)
 		switch {
 		case c.race.Buffered():
@@ -208,21 +185,18 @@ func (c *Call) handle(e attemptEvent) {
 	}
 }
 
-// apply carries out the race's actions and, at the end, settles the call.
-func (c *Call) apply() {
-	for _, act := range c.race.Actions() {
-		switch act.Kind {
-		case hedgecore.Launch:
-			c.launch(act.Attempt)
-		case hedgecore.Cancel:
-			c.live[act.Attempt].cancel()
-			if !c.race.Done() {
-				// A loser's span ends when it is dropped; at the end of the
-				// call, finish settles who stands for it.
-				c.endAttempt(act.Attempt, false, c.now())
-			}
-		}
+// drop cancels an attempt the race dropped.
+func (c *Call) drop(i int) {
+	c.live[i].cancel()
+	if !c.race.Done() {
+		// A loser's span ends when it is dropped; at the end of the call,
+		// finish settles who stands for it.
+		c.endAttempt(i, false, c.now())
 	}
+}
+
+// settle settles the call once the race has ended.
+func (c *Call) settle() {
 	if c.race.Done() && !c.finished {
 		c.finish()
 	}

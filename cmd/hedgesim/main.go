@@ -3,9 +3,10 @@
 
 // Command hedgesim runs the hedging client's real decision code
 // (internal/hedgecore: learned delays, budget, commit and cancel, watchdog,
-// stall_after, continuation) in a discrete-event simulation against
-// simulated sources, deterministically by seed, and prints markdown tables
-// comparing hedging policies.
+// stall_after, continuation), through the loop the hedge client and the
+// proxy's guard run it with (hedgecore.Driver), in a discrete-event
+// simulation against simulated sources, deterministically by seed, and
+// prints markdown tables comparing hedging policies.
 //
 //	go run ./cmd/hedgesim -calls 20000 -seed 1
 package main

@@ -69,16 +69,18 @@ type guardRule struct {
 	minSamples                int
 	maxAttempts               int
 	maxTokens, tokenRatio     float64
+	sharedMaxTokens           float64
 }
 
 // guardW1 is the guard with hedge.delay auto and its defaults (p95, 2 s
-// until 20 samples, 2 attempts, budget 100 tokens at 0.1), one alternate, a
+// until 20 samples, 2 attempts, budget 100 tokens at 0.1 per client under
+// 1000 shared), one alternate, a
 // 30 s ttft_timeout and the streaming row's 20 s watchdog, so that the two
 // rows differ in the guard's defaults, not in the watchdog.
 var guardW1 = guardRule{
 	stallTimeout: 20 * time.Second, ttftTimeout: 30 * time.Second,
 	autoDelay: true, quantile: 0.95, fallbackDelay: 2 * time.Second, minSamples: 20,
-	maxAttempts: 2, maxTokens: 100, tokenRatio: 0.1,
+	maxAttempts: 2, maxTokens: 100, tokenRatio: 0.1, sharedMaxTokens: 1000,
 }
 
 // guardW2 is guardW1 tuned for W2 as the streamstall rows are: the p78 delay
@@ -92,9 +94,9 @@ var guardW2 = func() guardRule {
 // guardSpec is the proxy guard's policy on the simulated sources. The
 // guard's session (receiver/ssecapture/internal/guard) runs attempts over
 // real HTTP upstreams and sits in an internal package this command cannot
-// import, so the simulator drives hedgecore.Race with the configuration
-// the guard builds, field for field as its newPolicy does, and with its
-// semantics:
+// import, so the simulator drives hedgecore.Race, through the same
+// hedgecore.Driver loop, with the configuration the guard builds, field for
+// field as its newPolicy does, and with its semantics:
 //   - streaming (Race.Reset(policy, false)): the first attempt with content
 //     commits, the others are cancelled, and after commit the guard never
 //     switches, so there is no stall_after and no continuation;
@@ -107,9 +109,9 @@ var guardW2 = func() guardRule {
 //     the shape's error frame when it fires and settles the race with
 //     Fail(committed, Stalled), which charges the budget as the race's own
 //     watchdog (Advance, at the same deadline) does here;
-//   - budget: the guard hands the policy a hedgecore.Budget of max_tokens
-//     and token_ratio; here the policy builds the same bucket from
-//     MaxTokens and TokenRatio, one per simulated proxy.
+//   - budget: the guard's calls draw on their client's bucket
+//     (hedgecore.ClientBudgets of max_tokens and token_ratio under
+//     shared_max_tokens); the simulated caller is one client of one proxy.
 //
 // The proxy ends a stalled stream with an error the SDKs raise; the row's
 // caller retries such a call up to 2 times, as the streaming row's does.
@@ -117,8 +119,6 @@ func guardSpec(g guardRule) policySpec {
 	cfg := hedgecore.Config{
 		Delay:                 g.delay,
 		MaxAttempts:           g.maxAttempts,
-		MaxTokens:             g.maxTokens,
-		TokenRatio:            g.tokenRatio,
 		StallTimeout:          g.stallTimeout,
 		ReasoningStallTimeout: 0, // reasoning_stall_timeout unset: stall_timeout
 		TTFTTimeout:           g.ttftTimeout,
@@ -127,7 +127,8 @@ func guardSpec(g guardRule) policySpec {
 	if g.autoDelay {
 		cfg.Adaptive, cfg.Quantile, cfg.Delay, cfg.MinSamples = true, g.quantile, g.fallbackDelay, g.minSamples
 	}
-	return policySpec{name: nameGuard, cfg: cfg, retries: 2}
+	clients := &hedgecore.ClientBudgetConfig{MaxTokens: g.maxTokens, TokenRatio: g.tokenRatio, SharedMaxTokens: g.sharedMaxTokens}
+	return policySpec{name: nameGuard, cfg: cfg, retries: 2, clients: clients}
 }
 
 // w2Quantile is the delay quantile of the streamstall policies on W2. A

@@ -71,6 +71,9 @@ type policySpec struct {
 	cfg      hedgecore.Config
 	buffered bool
 	retries  int
+	// clients, when set, are the proxy guard's client budgets; the
+	// simulated caller is one client.
+	clients *hedgecore.ClientBudgetConfig
 }
 
 // simAttempt is a simulated source answering one attempt.
@@ -118,23 +121,50 @@ type simulator struct {
 	spec   policySpec
 	seed   uint64
 	policy *hedgecore.Policy
+	// budget, when set, is the bucket the races draw on in place of the
+	// policy's: the simulated client's, as the proxy guard's calls do.
+	budget *hedgecore.Budget
 	race   hedgecore.Race
+	drv    hedgecore.Driver[int]
 	sims   [hedgecore.MaxAttempts]simAttempt
 	// onRace, when set, sees every race at its end (the fleet's advisor
 	// learns from it).
 	onRace func(end int64)
+
+	// The race being run: its call and retry (they seed the attempts), the
+	// simulated time, and the chunks the caller got (streaming): a
+	// continuation starts there.
+	c, retry  uint64
+	now       int64
+	delivered int
 }
+
+// The simulator is the driver's source of events (the simulated schedule)
+// and carries out the race's actions on the simulated sources, as the hedge
+// client and the proxy guard do on real ones; its events are attempt
+// indices: that attempt's next chunk.
+var (
+	_ hedgecore.Source[int]  = (*simulator)(nil)
+	_ hedgecore.Carrier[int] = (*simulator)(nil)
+)
 
 func newSimulator(w workload, spec policySpec, seed uint64) *simulator {
 	cfg := spec.cfg
 	cfg.Sources = 2
 	s := &simulator{w: w, spec: spec, seed: seed, policy: hedgecore.NewPolicy(cfg)}
+	if spec.clients != nil {
+		s.budget = hedgecore.NewClientBudgets(*spec.clients).For(simClient)
+	}
+	s.drv = hedgecore.NewDriver(&s.race, s, s)
 	for i := range s.sims {
 		s.sims[i].pcg = rand.NewPCG(0, 0)
 		s.sims[i].rng = rand.New(s.sims[i].pcg)
 	}
 	return s
 }
+
+// simClient is the one client of a simulated proxy.
+const simClient = "sim"
 
 func (s *simulator) run(calls int) stats {
 	st := stats{calls: calls, completions: make([]float64, 0, calls)}
@@ -177,54 +207,66 @@ func (s *simulator) call(c uint64, t0 int64) (end int64, attempts, wasted int, o
 func (s *simulator) race1(c, retry uint64, now int64) (int64, int, bool) {
 	r := &s.race
 	r.Reset(s.policy, s.spec.buffered)
-	r.Start(now)
-	delivered := 0 // chunks the caller got (streaming): a continuation starts there
-	s.apply(c, retry, now, delivered)
+	if s.budget != nil {
+		r.DrawOn(s.budget)
+	}
+	s.c, s.retry, s.now, s.delivered = c, retry, now, 0
+	s.drv.Start(now)
 	if s.onRace != nil {
-		defer func() { s.onRace(now) }()
+		defer func() { s.onRace(s.now) }()
 	}
 	for !r.Done() {
-		// The next event: the earliest chunk of a running attempt, or the
-		// race's timer. A chunk at the timer's instant comes first.
-		next, who := int64(math.MaxInt64), -1
-		for i := range r.Attempts() {
-			if a := &s.sims[i]; a.active && a.nextAt < next {
-				next, who = a.nextAt, i
-			}
+		if !s.drv.Step() {
+			return s.now, 0, false // nothing can happen any more
 		}
-		if d := r.Deadline(); d > 0 && d < next {
-			now = d
-			r.Advance(now)
-			s.apply(c, retry, now, delivered)
-			continue
-		}
-		if who < 0 {
-			return now, 0, false // nothing can happen any more
-		}
-		now = next
-		a := &s.sims[who]
-		a.emitted++
-		if r.Content(who, now, true) {
-			delivered++
-		}
-		if a.emitted == a.total {
-			a.active = false
-			r.Complete(who, now)
-		} else {
-			a.nextAt = now + s.gap(a)
-		}
-		s.apply(c, retry, now, delivered)
 	}
 	if r.Err() != nil {
-		return now, 0, false
+		return s.now, 0, false
 	}
 	w := r.Winner()
 	if r.Buffered() {
-		return now, s.sims[w].emitted, true
+		return s.now, s.sims[w].emitted, true
 	}
 	// Streaming: the caller got the committed stream, and before a
 	// continuation took over, the prefix it continued.
-	return now, delivered, true
+	return s.now, s.delivered, true
+}
+
+// Wait is the simulated schedule: the next event is the earliest chunk of a
+// running attempt, or the race's deadline; a chunk at the deadline's
+// instant comes first.
+func (s *simulator) Wait(deadline int64) hedgecore.Wake[int] {
+	next, who := int64(math.MaxInt64), -1
+	for i := range s.race.Attempts() {
+		if a := &s.sims[i]; a.active && a.nextAt < next {
+			next, who = a.nextAt, i
+		}
+	}
+	if deadline > 0 && deadline < next {
+		s.now = deadline
+		return hedgecore.Wake[int]{Kind: hedgecore.WakeDeadline, Now: deadline}
+	}
+	if who < 0 {
+		return hedgecore.Wake[int]{Kind: hedgecore.WakeIdle}
+	}
+	s.now = next
+	return hedgecore.Wake[int]{Kind: hedgecore.WakeEvent, Event: who}
+}
+
+// Handle delivers attempt who's next chunk at the current time.
+func (s *simulator) Handle(who int) {
+	r := &s.race
+	a := &s.sims[who]
+	a.emitted++
+	if r.Content(who, s.now, true) {
+		s.delivered++
+	}
+	if a.emitted == a.total {
+		a.active = false
+		r.Complete(who, s.now)
+	} else {
+		a.nextAt = s.now + s.gap(a)
+	}
 }
 
 func (s *simulator) gap(a *simAttempt) int64 {
@@ -235,28 +277,29 @@ func (s *simulator) gap(a *simAttempt) int64 {
 	return g
 }
 
-// apply carries out the race's actions on the simulated sources.
-func (s *simulator) apply(c, retry uint64, now int64, delivered int) {
-	for _, act := range s.race.Actions() {
-		a := &s.sims[act.Attempt]
-		if act.Kind == hedgecore.Cancel {
-			a.active = false
-			a.cancelAt = now
-			continue
-		}
-		a.pcg.Seed(s.seed^c, retry<<8|uint64(act.Attempt))
-		a.active = true
-		a.cancelAt = 0
-		a.emitted = 0
-		a.total = s.w.chunks
-		if s.race.Attempt(act.Attempt).Continuation {
-			a.total = max(s.w.chunks-delivered, 1)
-		}
-		a.stallAfter, a.stall = 0, 0
-		if a.rng.Float64() < s.w.stallProb && a.total > 1 {
-			a.stallAfter = 1 + a.rng.IntN(a.total-1)
-			a.stall = int64(lognormal(a.rng, s.w.stallMedian, s.w.stallSigma))
-		}
-		a.nextAt = now + s.w.ttft(a.rng)
+// Cancel stops a simulated source the race dropped.
+func (s *simulator) Cancel(i int) {
+	a := &s.sims[i]
+	a.active = false
+	a.cancelAt = s.now
+}
+
+// Launch starts a simulated source on attempt i, with the random numbers
+// of its call, retry and attempt.
+func (s *simulator) Launch(i int) {
+	a := &s.sims[i]
+	a.pcg.Seed(s.seed^s.c, s.retry<<8|uint64(i))
+	a.active = true
+	a.cancelAt = 0
+	a.emitted = 0
+	a.total = s.w.chunks
+	if s.race.Attempt(i).Continuation {
+		a.total = max(s.w.chunks-s.delivered, 1)
 	}
+	a.stallAfter, a.stall = 0, 0
+	if a.rng.Float64() < s.w.stallProb && a.total > 1 {
+		a.stallAfter = 1 + a.rng.IntN(a.total-1)
+		a.stall = int64(lognormal(a.rng, s.w.stallMedian, s.w.stallSigma))
+	}
+	a.nextAt = s.now + s.w.ttft(a.rng)
 }

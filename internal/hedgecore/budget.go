@@ -19,11 +19,15 @@ const budgetScale = 1000
 // slow the bucket drains and hedging stops by itself, so a hedge storm cannot
 // amplify an outage: in the long run extra attempts per call stay below
 // tokenRatio.
+//
+// A client's bucket (ClientBudgets) also draws on a shared one, the cap over
+// all clients: see ClientBudgets for how.
 type Budget struct {
 	tokens    atomic.Int64 // in thousandths of a token
 	max       int64
 	threshold int64
 	ratio     int64
+	shared    *Budget
 }
 
 // NewBudget returns a full bucket, or nil (no budget) when maxTokens <= 0.
@@ -41,22 +45,41 @@ func NewBudget(maxTokens, tokenRatio float64) *Budget {
 }
 
 // Allow takes one token for a hedge or retry and reports whether it may go.
+// A client's bucket allows it only when the shared one does too.
 func (b *Budget) Allow() bool {
 	if b == nil {
 		return true
 	}
+	taken := b.take()
+	if taken == 0 {
+		return false
+	}
+	if b.shared != nil && b.shared.take() == 0 {
+		b.add(taken) // refused by the cap over all clients: nothing was spent
+		return false
+	}
+	return true
+}
+
+// take takes one token while the bucket is above its threshold and returns
+// what it took, 0 for a refusal.
+func (b *Budget) take() int64 {
 	for {
 		t := b.tokens.Load()
 		if t <= b.threshold {
-			return false
+			return 0
 		}
-		if b.tokens.CompareAndSwap(t, max(t-budgetScale, 0)) {
-			return true
+		n := max(t-budgetScale, 0)
+		if b.tokens.CompareAndSwap(t, n) {
+			return t - n
 		}
 	}
 }
 
-// Failure records a failed attempt.
+// Failure records a failed attempt. A client's failure costs the shared
+// bucket too while the client's own bucket still allows hedges: a client
+// whose bucket is spent starts no more of them, so its further failures
+// cost only itself, and one client alone cannot spend the shared bucket.
 func (b *Budget) Failure() {
 	if b == nil {
 		return
@@ -64,6 +87,9 @@ func (b *Budget) Failure() {
 	for {
 		t := b.tokens.Load()
 		if b.tokens.CompareAndSwap(t, max(t-budgetScale, 0)) {
+			if t > b.threshold && b.shared != nil {
+				b.shared.Failure()
+			}
 			return
 		}
 	}
@@ -74,9 +100,17 @@ func (b *Budget) Success() {
 	if b == nil {
 		return
 	}
+	b.add(b.ratio)
+	if b.shared != nil {
+		b.shared.Success()
+	}
+}
+
+// add puts n thousandths of a token back, up to the bucket's size.
+func (b *Budget) add(n int64) {
 	for {
 		t := b.tokens.Load()
-		if b.tokens.CompareAndSwap(t, min(t+b.ratio, b.max)) {
+		if b.tokens.CompareAndSwap(t, min(t+n, b.max)) {
 			return
 		}
 	}

@@ -14,6 +14,7 @@ require (
 )
 
 require (
+	github.com/jonboulle/clockwork v0.5.0
 	github.com/streamstall/streamstall/internal/advice v0.1.0
 	github.com/streamstall/streamstall/internal/semconv v0.1.0
 )

@@ -1,11 +1,13 @@
 // Copyright The streamstall Authors
 // SPDX-License-Identifier: Apache-2.0
 
-// Package hedgecore is the decision core of the hedging client: the race
-// state machine of one call, the budget and the learned delays that calls
-// share. It has no goroutine and no clock, so the hedge package drives it
-// from the network and cmd/hedgesim from a discrete-event simulation: both
-// run the same decisions.
+// Package hedgecore is the decision core of the hedging client and the
+// proxy's guard: the race state machine of one call, the budgets and the
+// learned delays that calls share, and the one loop that drives a race
+// (Driver). The race has no goroutine and no clock: the driver runs it
+// from a Source, the network and a clockwork clock (Live) for the hedge
+// package and the guard, a discrete-event simulation for cmd/hedgesim, so
+// all of them run the same decisions.
 package hedgecore
 
 import (
@@ -51,6 +53,18 @@ type Config struct {
 	// of its own (MaxTokens and TokenRatio are then ignored): policies of
 	// one proxy that learn their delays apart share it.
 	Budget *Budget
+	// StallTimeouts, when set, supplies the watchdog's timeouts in place of
+	// StallTimeout and ReasoningStallTimeout: timeouts learned from traffic
+	// (the proxy guard's stall_timeout: auto).
+	StallTimeouts StallTimeouts
+}
+
+// StallTimeouts is a source of watchdog timeouts that change while calls
+// run. It must be safe for concurrent use.
+type StallTimeouts interface {
+	// StallTimeout is the watchdog's timeout, in nanoseconds (0: off), of a
+	// stream that has delivered an answer chunk, or only reasoning chunks.
+	StallTimeout(answered bool) int64
 }
 
 // Defaults of the adaptive delay.
@@ -76,6 +90,7 @@ type Policy struct {
 	noTTFTHedge           bool
 	ttftTimeout           int64
 	reasoningStallTimeout int64
+	learned               StallTimeouts
 }
 
 // NewPolicy returns the policy of cfg. cfg is assumed valid (the hedge
@@ -93,6 +108,7 @@ func NewPolicy(cfg Config) *Policy {
 		noTTFTHedge:           cfg.NoTTFTHedge,
 		ttftTimeout:           int64(cfg.TTFTTimeout),
 		reasoningStallTimeout: int64(cfg.ReasoningStallTimeout),
+		learned:               cfg.StallTimeouts,
 	}
 	if cfg.Budget != nil {
 		p.budget = cfg.Budget
@@ -204,13 +220,18 @@ func (p *Policy) observeCensored(source int, now, elapsed int64) {
 	}
 }
 
-// StallTimeout returns the watchdog timeout in nanoseconds, 0 when off.
-func (p *Policy) StallTimeout() int64 { return p.stallTimeout }
+// StallTimeout returns the watchdog timeout of an answered stream in
+// nanoseconds, 0 when off.
+func (p *Policy) StallTimeout() int64 { return p.StallTimeoutFor(true) }
 
 // StallTimeoutFor is the watchdog timeout of a stream that has delivered an
 // answer chunk (text or tool call), or only reasoning chunks: reasoning
-// models think in long silences. 0 when off.
+// models think in long silences. 0 when off. Learned timeouts
+// (Config.StallTimeouts) take the place of the configured ones.
 func (p *Policy) StallTimeoutFor(answered bool) int64 {
+	if p.learned != nil {
+		return max(p.learned.StallTimeout(answered), 0)
+	}
 	if answered {
 		return p.stallTimeout
 	}
@@ -218,10 +239,11 @@ func (p *Policy) StallTimeoutFor(answered bool) int64 {
 }
 
 // StallDeadline is the instant at which the watchdog ends a stream whose
-// last content chunk was delivered at last, 0 when it never does. It is the
-// one definition of the watchdog: the race uses it, and so does a proxy
-// that watches a committed stream from its own goroutine (Policy is safe
-// for concurrent use).
+// last content chunk was delivered at last, and which has delivered an
+// answer chunk or only reasoning, 0 when it never does. It is the one
+// definition of the watchdog: the race uses it for every stream it
+// watches, and so does the proxy guard for the stream it watches after
+// commit from its own goroutine (Policy is safe for concurrent use).
 func (p *Policy) StallDeadline(last int64, answered bool) int64 {
 	if t := p.StallTimeoutFor(answered); t > 0 {
 		return last + t

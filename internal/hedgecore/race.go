@@ -70,6 +70,9 @@ type Attempt struct {
 	// stallHedged is set once the current silence has launched a stall hedge,
 	// so one silence launches at most one.
 	stallHedged bool
+	// answered is set once the attempt delivered an answer chunk (text or
+	// tool call): its watchdog no longer spares reasoning.
+	answered bool
 }
 
 // ActionKind says whether an action starts or cancels an attempt.
@@ -106,9 +109,9 @@ const (
 // Race is the decision core of one logical call: which attempt starts when,
 // which one is committed, which ones are cancelled, when the call ends. It is
 // a pure state machine over explicit timestamps (unix nanoseconds): no
-// goroutine, no clock, no allocation. The Hedger drives it from network
-// events and a clockwork timer; cmd/hedgesim drives the very same code from a
-// discrete-event simulation.
+// goroutine, no clock, no allocation. One loop drives it (Driver): the
+// Hedger and the proxy's guard from network events and a clockwork timer
+// (Live), cmd/hedgesim from a discrete-event simulation.
 type Race struct {
 	p        *Policy
 	buffered bool
@@ -128,6 +131,12 @@ type Race struct {
 	// continuable is false once a non-text chunk was delivered: a partial
 	// tool call or reasoning block cannot be resent as an assistant prefix.
 	continuable bool
+	// answered is set once an answer chunk (text or tool call) was
+	// delivered (streaming).
+	answered bool
+	// budget is the bucket the call's hedges and retries draw on: the
+	// policy's, or the caller's client's (DrawOn).
+	budget *Budget
 
 	done    bool
 	winner  int
@@ -143,8 +152,13 @@ type Race struct {
 
 // Reset prepares r for a new call under p.
 func (r *Race) Reset(p *Policy, buffered bool) {
-	*r = Race{p: p, buffered: buffered, committed: -1, winner: -1, errFrom: -1, continuable: true}
+	*r = Race{p: p, buffered: buffered, committed: -1, winner: -1, errFrom: -1, continuable: true, budget: p.budget}
 }
+
+// DrawOn makes the call's hedges and retries draw on b instead of the
+// policy's bucket (nil: no budget): the bucket of the client the call is
+// for (ClientBudgets). Call it after Reset, before Start.
+func (r *Race) DrawOn(b *Budget) { r.budget = b }
 
 // Actions returns and clears the actions emitted since the last call.
 func (r *Race) Actions() []Action {
@@ -169,7 +183,7 @@ func (r *Race) launch(now int64, t Trigger, continuation bool) {
 	if r.done || r.n >= r.p.maxAttempts {
 		return
 	}
-	if t != TriggerPrimary && !r.p.budget.Allow() {
+	if t != TriggerPrimary && !r.budget.Allow() {
 		r.refused++
 		return
 	}
@@ -187,9 +201,22 @@ func (r *Race) launch(now int64, t Trigger, continuation bool) {
 	r.emit(Launch, i)
 }
 
-// Content records one content chunk of attempt i and reports whether it goes
-// to the caller now (streaming delivery, committed attempt).
+// Content records one answer chunk (text, or a tool call when text is
+// false) of attempt i and reports whether it goes to the caller now
+// (streaming delivery, committed attempt).
 func (r *Race) Content(i int, now int64, text bool) bool {
+	return r.content(i, now, text, true)
+}
+
+// Reasoning records one reasoning chunk of attempt i, as Content does: it
+// commits and counts for the TTFT like any content, but it cannot be
+// continued as text, and until an answer chunk comes the watchdog allows
+// the policy's reasoning timeout.
+func (r *Race) Reasoning(i int, now int64) bool {
+	return r.content(i, now, false, false)
+}
+
+func (r *Race) content(i int, now int64, text, answer bool) bool {
 	r.now = now
 	a := &r.attempts[i]
 	if r.done || a.State != Running {
@@ -204,6 +231,7 @@ func (r *Race) Content(i int, now int64, text bool) bool {
 	a.Chunks++
 	a.Last = now
 	a.stallHedged = false
+	a.answered = a.answered || answer
 	switch {
 	case r.committed < 0:
 		// First content of the call: commit. The others have delivered
@@ -234,6 +262,7 @@ func (r *Race) Content(i int, now int64, text bool) bool {
 		return false
 	}
 	r.lastDelivered = now
+	r.answered = r.answered || answer
 	if !text {
 		r.continuable = false
 	}
@@ -255,7 +284,7 @@ func (r *Race) Complete(i int, now int64) {
 	r.winner = i
 	r.done = true
 	r.cancelAllBut(i)
-	r.p.budget.Success()
+	r.budget.Success()
 }
 
 // Fail records that attempt i ended with an error of the given class.
@@ -274,7 +303,7 @@ func (r *Race) Fail(i int, now int64, class Class, err error) {
 		}
 		return
 	}
-	r.p.budget.Failure()
+	r.budget.Failure()
 	t := TriggerError
 	switch class {
 	case Stalled:
@@ -325,8 +354,8 @@ func (r *Race) Advance(now int64) {
 		return
 	}
 	if !r.buffered {
-		if d := r.p.StallDeadline(r.lastDelivered, true); d > 0 && now >= d {
-			r.p.budget.Failure()
+		if d := r.p.StallDeadline(r.lastDelivered, r.answered); d > 0 && now >= d {
+			r.budget.Failure()
 			r.finish(r.committed, ErrStalled)
 			return
 		}
@@ -344,7 +373,7 @@ func (r *Race) Advance(now int64) {
 		if a.State != Running || a.Chunks == 0 {
 			continue
 		}
-		if r.p.stallTimeout > 0 && now-a.Last >= r.p.stallTimeout {
+		if d := r.p.StallDeadline(a.Last, a.answered); d > 0 && now >= d {
 			r.emit(Cancel, i) // its reader still waits on the silent stream
 			r.Fail(i, now, Stalled, ErrStalled)
 			continue
@@ -386,7 +415,7 @@ func (r *Race) Deadline() int64 {
 		return next
 	}
 	if !r.buffered {
-		if d := r.p.StallDeadline(r.lastDelivered, true); d > 0 {
+		if d := r.p.StallDeadline(r.lastDelivered, r.answered); d > 0 {
 			earliest(d)
 		}
 		c := &r.attempts[r.committed]
@@ -400,8 +429,8 @@ func (r *Race) Deadline() int64 {
 		if a.State != Running || a.Chunks == 0 {
 			continue
 		}
-		if r.p.stallTimeout > 0 {
-			earliest(a.Last + r.p.stallTimeout)
+		if d := r.p.StallDeadline(a.Last, a.answered); d > 0 {
+			earliest(d)
 		}
 		if r.p.stallAfter > 0 && !a.stallHedged {
 			earliest(a.Last + r.p.stallAfter)

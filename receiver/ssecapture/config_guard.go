@@ -65,14 +65,35 @@ type HedgeConfig struct {
 	_ struct{}
 }
 
-// BudgetConfig is gRPC's retryThrottling bucket, as the hedge client's.
+// BudgetConfig is gRPC's retryThrottling bucket, as the hedge client's, one
+// per client (as the hedge_advisor tells clients apart: the authenticated
+// client, else its address) under a bucket shared by all of them.
 type BudgetConfig struct {
-	// MaxTokens is the bucket's size; 0 is no budget.
+	// MaxTokens is each client's bucket's size; 0 is no budget.
 	MaxTokens float64 `mapstructure:"max_tokens"`
 	// TokenRatio is what a successful call puts back.
 	TokenRatio float64 `mapstructure:"token_ratio"`
+	// SharedMaxTokens is the size of the bucket every client's bucket also
+	// draws on, so that many clients together stay bounded; 0 is ten times
+	// MaxTokens.
+	SharedMaxTokens float64 `mapstructure:"shared_max_tokens"`
+	// MaxClients bounds the client buckets held, the least recently seen
+	// client's dropped first; 0 is 1000.
+	MaxClients int `mapstructure:"max_clients"`
 
 	_ struct{}
+}
+
+// clientBudgets is the configuration of the buckets, the defaults of the
+// keys left at 0 applied.
+func (b BudgetConfig) clientBudgets() hedgecore.ClientBudgetConfig {
+	shared := b.SharedMaxTokens
+	if shared == 0 {
+		shared = defaultSharedBudgetMultiple * b.MaxTokens
+	}
+	return hedgecore.ClientBudgetConfig{
+		MaxTokens: b.MaxTokens, TokenRatio: b.TokenRatio, SharedMaxTokens: shared, MaxClients: b.MaxClients,
+	}
 }
 
 // AutoStallConfig shapes a learned stall timeout: Multiple times the
@@ -174,6 +195,13 @@ const (
 	defaultAutoStallMinSamples = 20
 	// gRPC caps maxTokens at 1000.
 	maxBudgetTokens = 1000
+	// The shared bucket holds ten clients' buckets: one client failing
+	// alone spends at most half its own of it, and hedging stops for every
+	// client only when about ten fail at once.
+	defaultSharedBudgetMultiple = 10
+	maxSharedBudgetTokens       = 100000
+	// A client bucket takes about 200 bytes.
+	maxBudgetClients = 100000
 )
 
 func defaultGuardConfig() GuardConfig {
@@ -321,6 +349,14 @@ func (r guardRule) validate(where string) error {
 	}
 	if b.MaxTokens > 0 && !(b.TokenRatio > 0 && b.TokenRatio <= b.MaxTokens) {
 		errs = append(errs, fmt.Errorf("%s: hedge.budget.token_ratio %v must be positive and at most max_tokens", where, b.TokenRatio))
+	}
+	if b.SharedMaxTokens != 0 && !(b.SharedMaxTokens >= b.MaxTokens && b.SharedMaxTokens <= maxSharedBudgetTokens) {
+		errs = append(errs, fmt.Errorf("%s: hedge.budget.shared_max_tokens %v must be 0 (%d times max_tokens) or between max_tokens and %d",
+			where, b.SharedMaxTokens, defaultSharedBudgetMultiple, maxSharedBudgetTokens))
+	}
+	if b.MaxClients < 0 || b.MaxClients > maxBudgetClients {
+		errs = append(errs, fmt.Errorf("%s: hedge.budget.max_clients %d must be between 0 (%d) and %d",
+			where, b.MaxClients, hedgecore.DefaultMaxClients, maxBudgetClients))
 	}
 	for i, a := range r.Alternates {
 		if a.Endpoint == "" {

@@ -17,10 +17,11 @@ import (
 
 // newGuard builds the proxy's guard from its configuration: a rule per
 // model entry over the top-level one, alternates' clients from confighttp,
-// one budget shared by the rules that give none of their own.
+// one set of client budgets shared by the rules that give none of their
+// own.
 func (r *sseCaptureReceiver) newGuard(ctx context.Context, host component.Host, gc *GuardConfig, set component.TelemetrySettings) (*guard.Guard, error) {
 	top := gc.rule()
-	shared := hedgecore.NewBudget(top.Budget.MaxTokens, top.Budget.TokenRatio)
+	shared := hedgecore.NewClientBudgets(top.Budget.clientBudgets())
 	def, err := r.guardRule(ctx, host, set, "", top, shared)
 	if err != nil {
 		return nil, err
@@ -45,7 +46,7 @@ func (r *sseCaptureReceiver) newGuard(ctx context.Context, host component.Host, 
 }
 
 func (r *sseCaptureReceiver) guardRule(ctx context.Context, host component.Host, set component.TelemetrySettings, model string, gr guardRule,
-	shared *hedgecore.Budget,
+	shared *hedgecore.ClientBudgets,
 ) (guard.Rule, error) {
 	rule := guard.Rule{
 		Model:                 model,
@@ -58,10 +59,10 @@ func (r *sseCaptureReceiver) guardRule(ctx context.Context, host component.Host,
 		FallbackDelay:         gr.FallbackDelay,
 		MinSamples:            gr.MinSamples,
 		MaxAttempts:           gr.MaxAttempts,
-		Budget:                shared,
+		Budgets:               shared,
 	}
 	if gr.OwnBudget {
-		rule.Budget = hedgecore.NewBudget(gr.Budget.MaxTokens, gr.Budget.TokenRatio)
+		rule.Budgets = hedgecore.NewClientBudgets(gr.Budget.clientBudgets())
 	}
 	if gr.StallTimeout.Auto() {
 		rule.StallTimeout, rule.AutoStall = guard.AutoTimeout, true

@@ -156,7 +156,7 @@ func (s *Session) Watch(cc ContentClock) {
 // arm sets the timer for the deadline of a stream whose last content came
 // at last. Callers hold mu.
 func (b *committedBody) arm(last int64, answered bool) {
-	d := b.s.pol.stallDeadline(last, answered)
+	d := b.s.pol.hp.StallDeadline(last, answered)
 	if d == 0 {
 		return
 	}
@@ -194,7 +194,7 @@ func (b *committedBody) fire() {
 		answered = true
 	}
 	now := b.s.now()
-	d := b.s.pol.stallDeadline(last, answered)
+	d := b.s.pol.hp.StallDeadline(last, answered)
 	if d == 0 {
 		return
 	}

@@ -61,6 +61,15 @@ func newGapLearner(a AutoStall, stall, reasoning time.Duration) *gapLearner {
 	return l
 }
 
+var _ hedgecore.StallTimeouts = (*gapLearner)(nil)
+
+// StallTimeout is the stall timeout in force, in nanoseconds, for a stream
+// that has delivered an answer chunk, or only reasoning: the policy's
+// watchdog takes it from here (hedgecore.Policy.StallDeadline).
+func (l *gapLearner) StallTimeout(answered bool) int64 {
+	return int64(l.timeout(answered))
+}
+
 // timeout is the stall timeout in force for a stream that has delivered an
 // answer chunk, or only reasoning.
 func (l *gapLearner) timeout(answered bool) time.Duration {

@@ -50,9 +50,10 @@ type Rule struct {
 	FallbackDelay time.Duration
 	MinSamples    int
 	MaxAttempts   int
-	// Budget is the bucket the rule's calls draw on (shared with the
-	// rules that have none of their own); nil: no budget.
-	Budget     *hedgecore.Budget
+	// Budgets are the buckets the rule's calls draw on, one per client
+	// (ClientOf) under a shared cap; shared with the rules that have none
+	// of their own. nil: no budget.
+	Budgets    *hedgecore.ClientBudgets
 	Alternates []Upstream
 }
 
@@ -98,9 +99,12 @@ type rule struct {
 // upstreams its attempts go to (source 0, the primary, is the proxy's own).
 type Policy struct {
 	hp         *hedgecore.Policy
+	budgets    *hedgecore.ClientBudgets
 	alternates []Upstream
 	ttft       bool // a TTFT timeout is set
-	gaps       *gapLearner
+	// gaps learns the stall timeouts set to auto; the policy's watchdog
+	// takes its timeouts from it.
+	gaps *gapLearner
 }
 
 // New returns the guard of set.
@@ -127,7 +131,6 @@ func (g *Guard) newPolicy(r *Rule) *Policy {
 		Sources:               1 + len(r.Alternates),
 		Delay:                 r.Delay,
 		MaxAttempts:           r.MaxAttempts,
-		Budget:                r.Budget,
 		StallTimeout:          max(r.StallTimeout, 0), // auto (< 0) is the gap learner's
 		ReasoningStallTimeout: max(r.ReasoningStallTimeout, 0),
 		TTFTTimeout:           r.TTFTTimeout,
@@ -136,10 +139,12 @@ func (g *Guard) newPolicy(r *Rule) *Policy {
 	if r.AutoDelay {
 		cfg.Adaptive, cfg.Quantile, cfg.Delay, cfg.MinSamples = true, r.Quantile, r.FallbackDelay, r.MinSamples
 	}
-	p := &Policy{hp: hedgecore.NewPolicy(cfg), alternates: r.Alternates, ttft: r.TTFTTimeout > 0}
+	p := &Policy{budgets: r.Budgets, alternates: r.Alternates, ttft: r.TTFTTimeout > 0}
 	if r.AutoStall {
 		p.gaps = newGapLearner(g.autoStall, r.StallTimeout, r.ReasoningStallTimeout)
+		cfg.StallTimeouts = p.gaps
 	}
+	p.hp = hedgecore.NewPolicy(cfg)
 	return p
 }
 
@@ -172,22 +177,7 @@ func (g *Guard) For(model string) *Policy {
 // StallTimeout is the watchdog's timeout of a stream that has delivered an
 // answer chunk, or only reasoning chunks; 0 when off.
 func (p *Policy) StallTimeout(answered bool) time.Duration {
-	if p.gaps != nil {
-		return p.gaps.timeout(answered)
-	}
 	return time.Duration(p.hp.StallTimeoutFor(answered))
-}
-
-// stallDeadline is when the watchdog ends a stream whose last content chunk
-// came at last, 0 when never.
-func (p *Policy) stallDeadline(last int64, answered bool) int64 {
-	if p.gaps != nil {
-		if t := p.gaps.timeout(answered); t > 0 {
-			return last + int64(t)
-		}
-		return 0
-	}
-	return p.hp.StallDeadline(last, answered)
 }
 
 // watches reports whether the committed streams of the policy are watched.

@@ -113,8 +113,6 @@ type Session struct {
 	readers [hedgecore.MaxAttempts]*reader
 	events  chan event
 	wg      sync.WaitGroup
-	timer   clockwork.Timer
-	armedAt int64
 
 	rep       int // the attempt whose response the client got
 	ttftEnded bool
@@ -190,51 +188,23 @@ func (s *Session) RoundTrip(req *http.Request, primary http.RoundTripper) (*http
 	s.req, s.primary = req, primary
 	ctx := req.Context()
 	s.race.Reset(s.pol.hp, false)
-	s.race.Start(s.start)
-	s.apply()
+	s.race.DrawOn(s.pol.budgets.For(ClientOf(ctx)))
+	src := hedgecore.NewLive(ctx, s.clock, s.now, s.events)
+	drv := hedgecore.NewDriver(&s.race, src, (*carrier)(s))
+	drv.Start(s.start)
 	for s.race.Committed() < 0 && !s.race.Done() {
-		s.arm()
-		var tick <-chan time.Time
-		if s.armedAt != 0 {
-			tick = s.timer.Chan()
-		}
-		select {
-		case e := <-s.events:
-			s.handle(e)
-		case <-tick:
-			s.armedAt = 0
-			s.race.Advance(s.now())
-		case <-ctx.Done():
-			s.race.Abort(context.Cause(ctx))
-		}
-		s.apply()
+		drv.Step()
 	}
-	if s.timer != nil {
-		s.timer.Stop()
-	}
+	src.Stop()
 	return s.result(ctx)
 }
 
-// arm sets the timer to the race's next deadline.
-func (s *Session) arm() {
-	d := s.race.Deadline()
-	if d == s.armedAt {
-		return
-	}
-	if s.timer != nil {
-		s.timer.Stop()
-	}
-	s.armedAt = d
-	if d == 0 {
-		return
-	}
-	wait := max(time.Duration(d-s.now()), 0)
-	if s.timer == nil {
-		s.timer = s.clock.NewTimer(wait)
-	} else {
-		s.timer.Reset(wait)
-	}
-}
+// carrier is the session as its driver sees it.
+type carrier Session
+
+func (c *carrier) Handle(e event) { (*Session)(c).handle(e) }
+func (c *carrier) Launch(i int)   { (*Session)(c).launch(i) }
+func (c *carrier) Cancel(i int)   { (*Session)(c).drop(i) }
 
 func (s *Session) handle(e event) {
 	i := e.attempt
@@ -244,7 +214,11 @@ func (s *Session) handle(e event) {
 	rd := s.readers[i]
 	switch e.kind {
 	case evContent:
-		s.race.Content(i, e.at, rd.firstKind == semconv.ChunkKindText)
+		if rd.firstKind == semconv.ChunkKindReasoning {
+			s.race.Reasoning(i, e.at)
+		} else {
+			s.race.Content(i, e.at, rd.firstKind == semconv.ChunkKindText)
+		}
 	case evDone:
 		s.race.Complete(i, e.at)
 	case evFailed:
@@ -258,19 +232,12 @@ func (s *Session) handle(e event) {
 	}
 }
 
-// apply carries out the race's actions.
-func (s *Session) apply() {
-	for _, act := range s.race.Actions() {
-		switch act.Kind {
-		case hedgecore.Launch:
-			s.launch(act.Attempt)
-		case hedgecore.Cancel:
-			l := &s.live[act.Attempt]
-			l.cancel(errLoser)
-			if l.end == 0 {
-				l.end = s.now()
-			}
-		}
+// drop cancels an attempt the race dropped.
+func (s *Session) drop(i int) {
+	l := &s.live[i]
+	l.cancel(errLoser)
+	if l.end == 0 {
+		l.end = s.now()
 	}
 }
 

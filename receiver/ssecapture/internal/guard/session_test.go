@@ -335,7 +335,7 @@ func TestTransportErrorsOnEveryAttempt(t *testing.T) {
 
 func TestBudgetEmptyStopsHedging(t *testing.T) {
 	// max_tokens 2: the first hedge takes the bucket to its threshold.
-	h := newHarness(t, Rule{Delay: 100 * time.Millisecond, MaxAttempts: 2, Budget: hedgecore.NewBudget(2, 0.1)})
+	h := newHarness(t, Rule{Delay: 100 * time.Millisecond, MaxAttempts: 2, Budgets: hedgecore.NewClientBudgets(hedgecore.ClientBudgetConfig{MaxTokens: 2, TokenRatio: 0.1})})
 	s1, out1, _ := h.call(t)
 	h.primary.next(t).stream(roleFrame)
 	h.blockUntil(t, 1)

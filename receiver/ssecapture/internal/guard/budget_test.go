@@ -1,0 +1,161 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package guard
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/client"
+
+	"github.com/streamstall/streamstall/internal/hedgecore"
+	"github.com/streamstall/streamstall/internal/llmstream"
+)
+
+// authData is what an authenticator extension puts in client.Info.
+type authData map[string]any
+
+func (a authData) GetAttribute(name string) any { return a[name] }
+func (a authData) GetAttributeNames() []string {
+	names := make([]string, 0, len(a))
+	for n := range a {
+		names = append(names, n)
+	}
+	return names
+}
+
+func withClient(info client.Info) context.Context {
+	return client.NewContext(context.Background(), info)
+}
+
+func ipAddr(s string) net.Addr { return &net.IPAddr{IP: net.ParseIP(s)} }
+
+func TestClientOf(t *testing.T) {
+	assert.Equal(t, "unknown", ClientOf(context.Background()), "no client.Info: one bucket")
+	assert.Equal(t, "addr:10.0.0.1", ClientOf(withClient(client.Info{Addr: ipAddr("10.0.0.1")})))
+
+	alice := ClientOf(withClient(client.Info{Addr: ipAddr("10.0.0.1"), Auth: authData{"username": "alice", "raw": "YWxpY2U6czNjcmV0"}}))
+	assert.True(t, strings.HasPrefix(alice, "auth:"), "the authenticated client, not its address: %s", alice)
+	assert.NotContains(t, alice, "alice")
+	assert.NotContains(t, alice, "YWxpY2U6czNjcmV0", "no credential is held")
+	bob := ClientOf(withClient(client.Info{Addr: ipAddr("10.0.0.1"), Auth: authData{"username": "bob", "raw": "Ym9iOmh1bnRlcjI="}}))
+	assert.NotEqual(t, alice, bob, "two clients behind one address")
+	again := ClientOf(withClient(client.Info{Addr: ipAddr("10.0.0.9"), Auth: authData{"raw": "YWxpY2U6czNjcmV0", "username": "alice"}}))
+	assert.Equal(t, alice, again, "the same client from another address, attributes in any order")
+	assert.NotEqual(t,
+		ClientOf(withClient(client.Info{Auth: authData{"a": "b:c"}})),
+		ClientOf(withClient(client.Info{Auth: authData{"a:b": "c"}})), "a name cannot pose as a value")
+
+	assert.Equal(t, "addr:10.0.0.1", ClientOf(withClient(client.Info{Addr: ipAddr("10.0.0.1"), Auth: authData{}})),
+		"an authenticator that names nobody (bearertokenauth): the address")
+}
+
+// callAs starts a guarded call as the listener hands it over for info.
+func (h *harness) callAs(t *testing.T, info client.Info) (*Session, <-chan result) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(client.NewContext(t.Context(), info))
+	t.Cleanup(cancel)
+	in, _ := url.Parse("/v1/chat/completions")
+	body := []byte(`{"model":"gpt-4o","stream":true}`)
+	s := h.guard.NewSession(h.stopping, "gpt-4o", llmstream.ShapeChatCompletions, in, body, h.clock.Now().UnixNano())
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://primary.example/v1/chat/completions", strings.NewReader(string(body)))
+	require.NoError(t, err)
+	out := make(chan result, 1)
+	go func() {
+		resp, err := s.RoundTrip(req, h.primary)
+		out <- result{resp, err}
+	}()
+	return s, out
+}
+
+// TestOneClientsFailuresLeaveAnotherItsFailover: the calls of a client
+// whose every upstream fails spend its own bucket; another client's 503
+// still fails over.
+func TestOneClientsFailuresLeaveAnotherItsFailover(t *testing.T) {
+	// max_tokens 4: a failed call with its failover (3 tokens) takes a
+	// client's bucket below half.
+	budgets := hedgecore.NewClientBudgets(hedgecore.ClientBudgetConfig{MaxTokens: 4, TokenRatio: 0.1, SharedMaxTokens: 40})
+	h := newHarness(t, Rule{MaxAttempts: 2, Budgets: budgets})
+	bad := client.Info{Addr: ipAddr("10.0.0.1")}
+	good := client.Info{Addr: ipAddr("10.0.0.2")}
+
+	for i := range 3 {
+		s, out := h.callAs(t, bad)
+		h.primary.next(t).status(http.StatusServiceUnavailable, `{"error":{"message":"overloaded"}}`)
+		if i == 0 {
+			h.alt.next(t).status(http.StatusServiceUnavailable, `{"error":{"message":"overloaded"}}`)
+		} else {
+			h.alt.none(t)
+		}
+		r := wait(t, out)
+		require.NoError(t, r.err)
+		assert.Equal(t, http.StatusServiceUnavailable, r.resp.StatusCode)
+		require.NoError(t, r.resp.Body.Close())
+		s.Finish()
+		assert.Equal(t, min(i, 1), s.Refused(), "call %d of the failing client", i)
+	}
+
+	s, out := h.callAs(t, good)
+	h.primary.next(t).status(http.StatusServiceUnavailable, `{"error":{"message":"overloaded"}}`)
+	a := h.alt.next(t)
+	a.stream(roleFrame, textFrame, doneFrame)
+	a.end()
+	r := wait(t, out)
+	require.NoError(t, r.err)
+	assert.Equal(t, http.StatusOK, r.resp.StatusCode, "the other client's failover was not refused")
+	_, err := io.ReadAll(r.resp.Body)
+	require.NoError(t, err)
+	require.NoError(t, r.resp.Body.Close())
+	s.Finish()
+	assert.Zero(t, s.Refused())
+	assert.Equal(t, 2, budgets.Clients())
+}
+
+// TestWatchdogCutsAtTheLearnedDeadline: with stall_timeout auto, the
+// committed stream's watchdog takes its deadline from what the policy
+// learned, the floor below it.
+func TestWatchdogCutsAtTheLearnedDeadline(t *testing.T) {
+	h := newHarness(t, Rule{MaxAttempts: 1})
+	h.guard = New(Settings{
+		Default:   Rule{StallTimeout: AutoTimeout, AutoStall: true, MaxAttempts: 1},
+		AutoStall: AutoStall{Multiple: 2, Floor: 100 * time.Millisecond, MinSamples: 5},
+		Clock:     h.clock,
+	})
+	pol := h.guard.For("gpt-4o")
+	gaps := make([]Gap, 50)
+	for i := range gaps {
+		gaps[i] = Gap{Length: time.Second}
+	}
+	pol.ObserveGaps(h.clock.Now().UnixNano(), gaps)
+	learned := pol.StallTimeout(true)
+	require.InDelta(t, float64(2*time.Second), float64(learned), float64(50*time.Millisecond), "twice the p99.9 gap, above the floor")
+
+	s, p, resp, cc := h.commit(t, textFrame)
+	cc.set(h.clock.Now(), true)
+	h.blockUntil(t, 1)
+	h.clock.Advance(learned - 10*time.Millisecond)
+	select {
+	case <-p.req.Context().Done():
+		t.Fatal("cut before the learned deadline")
+	case <-time.After(20 * time.Millisecond):
+	}
+	h.blockUntil(t, 1)
+	h.clock.Advance(10 * time.Millisecond)
+	assert.ErrorIs(t, p.cancelled(t), errStalled, "cut at the learned deadline")
+	rest, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	assert.Contains(t, string(rest), "stream stalled")
+	require.NoError(t, resp.Body.Close())
+	s.Finish()
+	assert.Equal(t, ErrTypeStallTimeout, s.Ended())
+	assert.Equal(t, learned, s.StallTimeoutUsed(), "the deadline used is the learned one")
+}
