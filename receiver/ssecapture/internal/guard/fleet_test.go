@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/streamstall/streamstall/internal/advice"
+	"github.com/streamstall/streamstall/internal/hedgecore"
 )
 
 const fleetBody = `{"window_s": 600, "advice": [
@@ -94,4 +95,80 @@ func TestFleetWithoutAnAdvisorRecommendsNothing(t *testing.T) {
 	_, ok = none.HedgeDelay(0, "openai", "gpt-x")
 	assert.False(t, ok, "a guard without an advisor asks a nil fleet")
 	(&Fleet{}).Shutdown() // without Start
+}
+
+// fleetGuard is a guard whose default rule learns its stall timeout and
+// hedge delay, asking fleet first.
+func fleetGuard(f *Fleet, clock clockwork.Clock) *Guard {
+	return New(Settings{
+		Default: Rule{
+			StallTimeout: AutoTimeout, AutoStall: true,
+			AutoDelay: true, Quantile: 0.95, FallbackDelay: 2 * time.Second, MinSamples: 20, MaxAttempts: 2,
+		},
+		AutoStall: AutoStall{Multiple: 3, Floor: 50 * time.Millisecond, MinSamples: 20},
+		Clock:     clock,
+		Fleet:     f,
+	})
+}
+
+func TestFallbackOrderAdvisorLocalFloor(t *testing.T) {
+	f, stub, clock := newFleetFixture(t, fleetBody)
+	g := fleetGuard(f, clock)
+	pol := g.For("openai", "gpt-x")
+	now := clock.Now().UnixNano()
+
+	// Advisor: three times the fleet's p99.9 gap (100 ms over both entries).
+	assert.Equal(t, StallAdvisor, pol.StallTimeoutSource(true))
+	assert.Equal(t, time.Duration(300*time.Millisecond), pol.StallTimeout(true))
+	pol.takeFleetDelay(now)
+	d, src := pol.hp.DelayFrom(0)
+	assert.Equal(t, hedgecore.DelayFleet, src)
+	assert.Equal(t, int64(400*time.Millisecond), d)
+
+	// A model the fleet has too few attempts of: the floor until the proxy
+	// learns it itself.
+	cold := g.For("anthropic", "cold")
+	assert.Equal(t, StallFloor, cold.StallTimeoutSource(true))
+	assert.Equal(t, 50*time.Millisecond, cold.StallTimeout(true))
+
+	// The advisor goes away: past max_age the proxy's own learning, then
+	// (for what it has not learned) the floor.
+	stub.body.Store("")
+	clock.Advance(2*time.Minute + time.Second)
+	now = clock.Now().UnixNano()
+	assert.Equal(t, StallFloor, pol.StallTimeoutSource(true), "stale advice is not used; nothing learned here yet")
+	pol.takeFleetDelay(now)
+	_, src = pol.hp.DelayFrom(0)
+	assert.Equal(t, hedgecore.DelayFallback, src)
+	gaps := make([]Gap, 40)
+	for i := range gaps {
+		gaps[i] = Gap{Length: 30 * time.Millisecond}
+	}
+	pol.ObserveGaps(now, gaps)
+	assert.Equal(t, StallLocal, pol.StallTimeoutSource(true))
+	assert.InDelta(t, float64(90*time.Millisecond), float64(pol.StallTimeout(true)), float64(2*time.Millisecond),
+		"three times its own p99.9 gap")
+}
+
+func TestFleetAdviceIsPerProviderAndModel(t *testing.T) {
+	f, _, clock := newFleetFixture(t, fleetBody)
+	g := fleetGuard(f, clock)
+	assert.Equal(t, StallAdvisor, g.For("openai", "gpt-x").StallTimeoutSource(true))
+	assert.Equal(t, StallFloor, g.For("azure.ai.openai", "gpt-x").StallTimeoutSource(true), "another provider's model is another series")
+	assert.NotSame(t, g.For("openai", "gpt-x"), g.For("azure.ai.openai", "gpt-x"))
+}
+
+func TestFixedValuesIgnoreTheFleet(t *testing.T) {
+	f, _, clock := newFleetFixture(t, fleetBody)
+	g := New(Settings{
+		Default: Rule{StallTimeout: time.Second, Delay: 700 * time.Millisecond, MaxAttempts: 2},
+		Clock:   clock, Fleet: f,
+	})
+	pol := g.For("openai", "gpt-x")
+	pol.takeFleetDelay(clock.Now().UnixNano())
+	d, src := pol.hp.DelayFrom(0)
+	assert.Equal(t, hedgecore.DelayFallback, src, "a configured delay stays configured")
+	assert.Equal(t, int64(700*time.Millisecond), d)
+	assert.Equal(t, StallConfigured, pol.StallTimeoutSource(true))
+	assert.Equal(t, time.Second, pol.StallTimeout(true))
 }
