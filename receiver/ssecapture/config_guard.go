@@ -12,8 +12,10 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/config/confighttp"
+	"go.opentelemetry.io/collector/confmap"
 
 	"github.com/streamstall/streamstall/internal/hedgecore"
+	"github.com/streamstall/streamstall/receiver/ssecapture/internal/guard"
 )
 
 // GuardConfig configures the proxy's guard (docs/contract.md section 7):
@@ -60,9 +62,51 @@ type HedgeConfig struct {
 	// Alternates are other upstreams of the same API shape, tried in
 	// order after the primary; without them every attempt goes to the
 	// primary.
-	Alternates []confighttp.ClientConfig `mapstructure:"alternates"`
+	Alternates []AlternateConfig `mapstructure:"alternates"`
 
 	_ struct{}
+}
+
+// AlternateConfig is an alternate upstream: confighttp client settings
+// (with the defaults the primary upstream gets) and what it does with the
+// client's credentials (docs/security.md, "Credentials follow the
+// upstream").
+type AlternateConfig struct {
+	confighttp.ClientConfig `mapstructure:",squash"`
+	// ForwardClientCredentials sends the alternate the client's credential
+	// headers (Authorization, x-api-key, api-key, x-goog-api-key, Cookie,
+	// OpenAI-Organization, OpenAI-Project, ...). Without it they reach the
+	// primary only, and the alternate has its own in headers or auth.
+	ForwardClientCredentials bool `mapstructure:"forward_client_credentials"`
+	// ServeCredentialFailures lets the alternate, with a credential of its
+	// own, serve calls whose client credential was refused for auth or
+	// quota (401, 402, 403, a 429 naming a quota): the operator's
+	// credential then pays for them.
+	ServeCredentialFailures bool `mapstructure:"serve_credential_failures"`
+
+	_ struct{}
+}
+
+// Unmarshal lays the configured keys over the primary upstream's client
+// defaults (keep-alive connections among them): a list element would
+// otherwise start from the zero ClientConfig, whose keepalive is unset and
+// sends every request with Connection: close.
+func (a *AlternateConfig) Unmarshal(conf *confmap.Conf) error {
+	*a = AlternateConfig{ClientConfig: defaultUpstreamClientConfig()}
+	return conf.Unmarshal(a)
+}
+
+// ownCredential reports whether the alternate's client settings carry a
+// credential of their own: a credential header, an authenticator or a TLS
+// client certificate.
+func (a *AlternateConfig) ownCredential() bool {
+	for name := range a.Headers.Iter {
+		if guard.IsCredentialHeader(name) {
+			return true
+		}
+	}
+	t := &a.TLS
+	return a.Auth.HasValue() || t.CertFile != "" || t.CertPem != ""
 }
 
 // BudgetConfig is gRPC's retryThrottling bucket, as the hedge client's, one
@@ -124,13 +168,13 @@ type ModelGuardConfig struct {
 // ModelHedgeOverrides are the hedge keys a model entry may override. A
 // budget given here is a bucket of the models it matches alone.
 type ModelHedgeOverrides struct {
-	Delay         *AutoDuration              `mapstructure:"delay"`
-	Quantile      *float64                   `mapstructure:"quantile"`
-	FallbackDelay *time.Duration             `mapstructure:"fallback_delay"`
-	MinSamples    *int                       `mapstructure:"min_samples"`
-	MaxAttempts   *int                       `mapstructure:"max_attempts"`
-	Budget        *BudgetConfig              `mapstructure:"budget"`
-	Alternates    *[]confighttp.ClientConfig `mapstructure:"alternates"`
+	Delay         *AutoDuration      `mapstructure:"delay"`
+	Quantile      *float64           `mapstructure:"quantile"`
+	FallbackDelay *time.Duration     `mapstructure:"fallback_delay"`
+	MinSamples    *int               `mapstructure:"min_samples"`
+	MaxAttempts   *int               `mapstructure:"max_attempts"`
+	Budget        *BudgetConfig      `mapstructure:"budget"`
+	Alternates    *[]AlternateConfig `mapstructure:"alternates"`
 
 	_ struct{}
 }
@@ -225,6 +269,8 @@ var (
 	errGuardNegative      = errors.New("must not be negative")
 	errEndpointNotAbsURL  = errors.New("endpoint must be an absolute http or https URL")
 	errEndpointHasQueries = errors.New("endpoint must not carry a query or fragment")
+	// serve_credential_failures is about the alternate's own credential.
+	errServeWithoutCredential = errors.New("serve_credential_failures needs a credential of the alternate's own (a credential header in headers, auth, or a TLS client certificate)")
 )
 
 // parseEndpoint reads an alternate upstream's endpoint, as parseUpstream
@@ -257,7 +303,7 @@ type guardRule struct {
 	Budget                BudgetConfig
 	// OwnBudget is set when a model entry gives its own budget.
 	OwnBudget  bool
-	Alternates []confighttp.ClientConfig
+	Alternates []AlternateConfig
 }
 
 func (g *GuardConfig) rule() guardRule {
@@ -358,11 +404,15 @@ func (r guardRule) validate(where string) error {
 		errs = append(errs, fmt.Errorf("%s: hedge.budget.max_clients %d must be between 0 (%d) and %d",
 			where, b.MaxClients, hedgecore.DefaultMaxClients, maxBudgetClients))
 	}
-	for i, a := range r.Alternates {
+	for i := range r.Alternates {
+		a := &r.Alternates[i]
 		if a.Endpoint == "" {
 			errs = append(errs, fmt.Errorf("%s: hedge.alternates[%d]: endpoint must be set", where, i))
 		} else if _, err := parseEndpoint(a.Endpoint); err != nil {
 			errs = append(errs, fmt.Errorf("%s: hedge.alternates[%d]: %w", where, i, err))
+		}
+		if a.ServeCredentialFailures && !a.ownCredential() {
+			errs = append(errs, fmt.Errorf("%s: hedge.alternates[%d]: %w", where, i, errServeWithoutCredential))
 		}
 	}
 	return errors.Join(errs...)

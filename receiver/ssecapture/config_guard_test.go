@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
 
+	"github.com/streamstall/streamstall/internal/testbed/mdcode"
 	"github.com/streamstall/streamstall/receiver/ssecapture/internal/metadata"
 )
 
@@ -107,6 +108,7 @@ func TestGuardValidate(t *testing.T) {
 		"proxy: guard: hedge.budget.token_ratio 0 must be positive and at most max_tokens",
 		"proxy: guard: hedge.alternates[0]: endpoint must be set",
 		"proxy: guard: hedge.alternates[1]: endpoint must be an absolute http or https URL",
+		"proxy: guard: hedge.alternates[2]: serve_credential_failures needs a credential of the alternate's own",
 		"proxy: guard: auto_stall.multiple 0.5 must be a finite number of at least 1",
 		"proxy: guard: auto_stall.floor must be positive",
 		"proxy: guard: auto_stall.min_samples must be positive",
@@ -118,6 +120,7 @@ func TestGuardValidate(t *testing.T) {
 	}
 	assert.ErrorIs(t, err, errGuardNegative)
 	assert.ErrorIs(t, err, errEndpointNotAbsURL)
+	assert.ErrorIs(t, err, errServeWithoutCredential)
 
 	_, err = loadGuardConfig(t, "guard_bad_duration")
 	assert.ErrorContains(t, err, "not auto nor a duration")
@@ -152,4 +155,92 @@ func TestExampleProxyGuard(t *testing.T) {
 	require.Len(t, g.Hedge.Alternates, 1)
 	require.Len(t, g.Models, 2)
 	assert.True(t, g.Models[0].over(g.rule()).ReasoningStallTimeout.Auto())
+}
+
+// TestGuardAlternatesKeepConnectionsAlive: every alternate starts from the
+// primary upstream's client defaults, keep-alive among them; without them a
+// list element is the zero ClientConfig, which sends Connection: close.
+func TestGuardAlternatesKeepConnectionsAlive(t *testing.T) {
+	cfg, err := loadGuardConfig(t, "guard_credentials")
+	require.NoError(t, err)
+	g := cfg.Proxy.Get().Guard.Get()
+	require.Len(t, g.Hedge.Alternates, 2)
+	for i, a := range append(g.Hedge.Alternates, *g.Models[0].Hedge.Alternates...) {
+		require.True(t, a.Keepalive.HasValue(), "alternate %d has keep-alive off", i)
+		assert.True(t, a.ForceAttemptHTTP2, "alternate %d", i)
+		assert.Equal(t, 90*time.Second, a.Keepalive.Get().IdleConnTimeout, "alternate %d", i)
+	}
+	assert.Equal(t, defaultUpstreamIdleConns, g.Hedge.Alternates[0].Keepalive.Get().MaxIdleConnsPerHost)
+	assert.Equal(t, 10, g.Hedge.Alternates[1].Keepalive.Get().MaxIdleConnsPerHost, "the configured keys are laid over")
+	assert.Equal(t, "https://my-resource.openai.azure.com/openai", g.Hedge.Alternates[0].Endpoint)
+}
+
+// TestGuardAlternateCredentials: the credential keys of an alternate, and
+// what counts as a credential of its own.
+func TestGuardAlternateCredentials(t *testing.T) {
+	cfg, err := loadGuardConfig(t, "guard_credentials")
+	require.NoError(t, err)
+	g := cfg.Proxy.Get().Guard.Get()
+	azure, eu := g.Hedge.Alternates[0], g.Hedge.Alternates[1]
+	assert.False(t, azure.ForwardClientCredentials, "client credentials reach the primary only by default")
+	assert.False(t, azure.ServeCredentialFailures)
+	assert.True(t, azure.ownCredential(), "an api-key header is a credential")
+	assert.True(t, eu.ForwardClientCredentials)
+	assert.False(t, eu.ownCredential())
+	backup := (*g.Models[0].Hedge.Alternates)[0]
+	assert.True(t, backup.ownCredential(), "an authenticator is a credential")
+	assert.True(t, backup.ServeCredentialFailures)
+
+	var a AlternateConfig
+	for _, h := range []string{"Authorization", "x-api-key", "X-Goog-Api-Key", "Cookie", "OpenAI-Organization", "x-portkey-api-key"} {
+		a.Headers = nil
+		a.Headers.Set(h, "v")
+		assert.True(t, a.ownCredential(), "header %s", h)
+	}
+	a.Headers = nil
+	a.Headers.Set("X-Fakellm-Script", "{}")
+	assert.False(t, a.ownCredential(), "a header that is no credential")
+	a.TLS.CertFile = "client.pem"
+	assert.True(t, a.ownCredential(), "a TLS client certificate is a credential")
+}
+
+// TestDocsHedgingGuardExample: the guard configuration of docs/hedging.md
+// is valid and its alternate, another provider, has a credential of its
+// own and gets none of the client's: what the worked example says of it.
+func TestDocsHedgingGuardExample(t *testing.T) {
+	blocks, err := mdcode.File(filepath.Join("..", "..", "docs", "hedging.md"))
+	require.NoError(t, err)
+	var yamls []mdcode.Block
+	for _, b := range mdcode.In(blocks, "Guarding streams") {
+		if b.Info == "yaml" {
+			yamls = append(yamls, b)
+		}
+	}
+	require.Len(t, yamls, 1)
+	r, err := confmap.NewRetrievedFromYAML([]byte(yamls[0].Text))
+	require.NoError(t, err)
+	cm, err := r.AsConf()
+	require.NoError(t, err)
+	sub, err := cm.Sub("receivers::sse_capture")
+	require.NoError(t, err)
+	cfg := NewFactory().CreateDefaultConfig()
+	require.NoError(t, sub.Unmarshal(cfg))
+	require.NoError(t, confmap.Validate(cfg))
+	p := cfg.(*Config).Proxy.Get()
+	g := p.Guard.Get()
+	assert.Equal(t, AutoDuration(time.Minute), g.StallTimeout)
+	assert.Equal(t, AutoDuration(2*time.Second), g.Hedge.Delay)
+	assert.Equal(t, 30*time.Second, p.Upstream.Timeout)
+	require.Len(t, g.Hedge.Alternates, 1)
+	azure := g.Hedge.Alternates[0]
+	primary, err := parseUpstream(p.Upstream.Endpoint)
+	require.NoError(t, err)
+	alt, err := parseEndpoint(azure.Endpoint)
+	require.NoError(t, err)
+	assert.NotEqual(t, primary.Host, alt.Host, "another provider")
+	assert.True(t, azure.ownCredential(), "the alternate has the operator's key")
+	assert.False(t, azure.ForwardClientCredentials, "the clients' keys reach the primary only")
+	assert.False(t, azure.ServeCredentialFailures, "a spent client key is not served on the operator's")
+	assert.True(t, azure.Keepalive.HasValue())
+	require.Len(t, g.Models, 1)
 }

@@ -94,14 +94,7 @@ func createDefaultConfig() component.Config {
 	proxy.NetAddr.Endpoint = defaultProxyEndpoint
 	proxy.ReadTimeout = defaultReadTimeout
 	proxy.ReadHeaderTimeout = defaultReadHeaderTimeout
-	upstream := confighttp.NewDefaultClientConfig()
-	// Every stream goes to one host: keep as many idle connections to it as
-	// a busy proxy has streams in flight, not net/http's default of two, so
-	// that streams do not pay a new connection (and TLS handshake) each.
-	if ka := upstream.Keepalive.Get(); ka != nil {
-		ka.MaxIdleConnsPerHost = defaultUpstreamIdleConns
-		ka.MaxIdleConns = defaultUpstreamIdleConns
-	}
+	upstream := defaultUpstreamClientConfig()
 	ingest := confighttp.NewDefaultServerConfig()
 	ingest.NetAddr.Endpoint = defaultIngestEndpoint
 	ingest.ReadTimeout = defaultReadTimeout
@@ -138,6 +131,20 @@ func createDefaultConfig() component.Config {
 			ChunkEvents:             defaultChunkEvents(),
 		}),
 	}
+}
+
+// defaultUpstreamClientConfig is the client of the primary upstream and of
+// every alternate before their keys are laid over it.
+func defaultUpstreamClientConfig() confighttp.ClientConfig {
+	c := confighttp.NewDefaultClientConfig()
+	// Every stream goes to one host: keep as many idle connections to it as
+	// a busy proxy has streams in flight, not net/http's default of two, so
+	// that streams do not pay a new connection (and TLS handshake) each.
+	if ka := c.Keepalive.Get(); ka != nil {
+		ka.MaxIdleConnsPerHost = defaultUpstreamIdleConns
+		ka.MaxIdleConns = defaultUpstreamIdleConns
+	}
+	return c
 }
 
 func defaultChunkEvents() ChunkEventsConfig {

@@ -89,6 +89,9 @@ func (r *sseCaptureReceiver) guardRule(ctx context.Context, host component.Host,
 		}
 		rule.Alternates = append(rule.Alternates, guard.Upstream{
 			URL: u, Transport: proxy.HeaderTimeout(client.Transport, a.Timeout), Address: u.Hostname(), Port: port,
+			ForwardClientCredentials: a.ForwardClientCredentials,
+			OwnCredential:            a.ownCredential(),
+			ServeCredentialFailures:  a.ServeCredentialFailures,
 		})
 	}
 	return rule, nil

@@ -72,7 +72,7 @@ func newGuardFixture(t *testing.T, primary, alternate fakellm.Script, g func(*Gu
 	gc := pc.Guard.GetOrInsertDefault()
 	alt := confighttp.NewDefaultClientConfig()
 	alt.Endpoint = a.URL
-	gc.Hedge.Alternates = []confighttp.ClientConfig{alt}
+	gc.Hedge.Alternates = []AlternateConfig{{ClientConfig: alt}}
 	g(gc)
 	require.NoError(t, cfg.Validate())
 	f.rcv = startReceiver(t, cfg, f.sink, componenttest.NewNopHost(), f.tel)

@@ -119,7 +119,7 @@ func newStreamRig(b *testing.B, n int, guarded bool) *streamRig {
 		gc.Hedge.Delay = AutoDuration(10 * time.Second)
 		alt := confighttp.NewDefaultClientConfig()
 		alt.Endpoint = upstream
-		gc.Hedge.Alternates = []confighttp.ClientConfig{alt}
+		gc.Hedge.Alternates = []AlternateConfig{{ClientConfig: alt}}
 	}
 	if err := cfg.Validate(); err != nil {
 		b.Fatal(err)

@@ -22,13 +22,24 @@ import (
 )
 
 // Upstream is an alternate upstream: where its requests go, how they are
-// carried (confighttp's client, with its headers and TLS), and what its
-// attempts' spans say in server.address and server.port.
+// carried (confighttp's client, with its headers and TLS), what its
+// attempts' spans say in server.address and server.port, and what it does
+// with the client's credentials (credentials.go).
 type Upstream struct {
 	URL       *url.URL
 	Transport http.RoundTripper
 	Address   string
 	Port      int64
+	// ForwardClientCredentials sends it the client's credential headers;
+	// without it they reach the primary only.
+	ForwardClientCredentials bool
+	// OwnCredential is set when its client settings carry a credential of
+	// their own (a credential header, an authenticator, a TLS client
+	// certificate): the operator's, not the client's.
+	OwnCredential bool
+	// ServeCredentialFailures lets it, with its own credential, take a
+	// call whose client credential was refused for auth or quota.
+	ServeCredentialFailures bool
 }
 
 // Rule is the guard's settings for the models it matches. Durations of
@@ -166,6 +177,10 @@ func (g *Guard) newPolicy(r *Rule, k modelKey) *Policy {
 	p.hp = hedgecore.NewPolicy(cfg)
 	return p
 }
+
+// Alternates are the upstreams other than the primary that the policy's
+// calls may go to.
+func (p *Policy) Alternates() []Upstream { return p.alternates }
 
 // For returns the policy of a call to model of provider: the first rule
 // whose glob matches the model, else the default one.

@@ -114,6 +114,10 @@ type Session struct {
 	events  chan event
 	wg      sync.WaitGroup
 
+	// credentialCleared is closed once the first attempt's answer did not
+	// refuse the client's credential (credentials.go).
+	credentialCleared chan struct{}
+
 	rep       int // the attempt whose response the client got
 	ttftEnded bool
 	committed *committedBody
@@ -138,6 +142,14 @@ type reader struct {
 	frames    []Frame
 	err       error
 	firstKind string
+	// What the attempt does with the client's credential (credentials.go),
+	// set at launch: it carries it; it is the call's first attempt, whose
+	// answer clears the alternates that wait; it goes to an alternate with
+	// a credential of its own and waits; the upstream refused it.
+	clientCredential  bool
+	clears            bool
+	awaitsCredential  bool
+	credentialRefused bool
 }
 
 type eventKind uint8
@@ -244,26 +256,41 @@ func (s *Session) drop(i int) {
 	}
 }
 
+// launch sends attempt i's request. It has no GetBody, so that net/http
+// never sends it again on its own: each upstream request is an attempt the
+// race counted. An alternate gets the client's credential headers only when
+// its configuration forwards them, and the request has no trailers (the
+// proxy dropped them).
 func (s *Session) launch(i int) {
 	ra := s.race.Attempt(i)
 	ctx, cancel := context.WithCancelCause(s.req.Context())
 	out := s.req.Clone(ctx)
 	out.Body = io.NopCloser(bytes.NewReader(s.body))
-	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(s.body)), nil }
+	out.GetBody = nil
 	out.ContentLength = int64(len(s.body))
+	out.Trailer = nil
+	out.Header.Del("Proxy-Authorization")
 	rt := s.primary
+	rd := &reader{clientCredential: true, clears: i == 0}
+	if i == 0 {
+		s.credentialCleared = make(chan struct{})
+	}
 	if ra.Source > 0 {
 		up := &s.pol.alternates[ra.Source-1]
 		u := s.inURL
 		out.URL = &u
 		(&httputil.ProxyRequest{Out: out}).SetURL(up.URL)
 		rt = up.Transport
+		if !up.ForwardClientCredentials {
+			stripCredentials(out.Header)
+			rd.clientCredential = false
+		}
+		rd.awaitsCredential = up.OwnCredential && !up.ServeCredentialFailures
 	}
 	if s.OnAttempt != nil {
 		s.OnAttempt(i, out.Header)
 	}
 	s.live[i] = liveAttempt{cancel: cancel}
-	rd := &reader{}
 	s.readers[i] = rd
 	s.wg.Add(1)
 	go s.read(ctx, i, rd, out, rt)
@@ -274,6 +301,7 @@ func (s *Session) launch(i int) {
 func (s *Session) read(ctx context.Context, i int, rd *reader, req *http.Request, rt http.RoundTripper) {
 	defer s.wg.Done()
 	resp, err := rt.RoundTrip(req)
+	s.checkAnswer(rd, resp)
 	if err != nil {
 		rd.err = err
 		s.send(ctx, event{attempt: i, at: s.now(), kind: evFailed, class: hedgecore.Retryable, err: err})
@@ -284,7 +312,7 @@ func (s *Session) read(ctx context.Context, i int, rd *reader, req *http.Request
 	switch {
 	case resp.StatusCode >= 400:
 		rd.err = &StatusError{Status: resp.StatusCode}
-		e.kind, e.class, e.err = evFailed, classify(resp.StatusCode), rd.err
+		e.kind, e.class, e.err = evFailed, s.failureClass(rd, resp.StatusCode), rd.err
 	case isEventStream(resp):
 		e.kind, e.err = s.scan(rd, resp.Body)
 		if e.err != nil {
@@ -293,6 +321,10 @@ func (s *Session) read(ctx context.Context, i int, rd *reader, req *http.Request
 		}
 	}
 	e.at = s.now()
+	if e.kind != evFailed && !s.awaitCredential(ctx, rd) {
+		_ = resp.Body.Close() // dropped while it waited
+		return
+	}
 	if !s.send(ctx, e) {
 		_ = resp.Body.Close() // dropped: nobody takes the response
 	}

@@ -214,7 +214,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.logger.Debug("cannot clear the write deadline", zap.Error(err))
 	}
 
-	if !p.staysUnderPrefix(r.URL) {
+	if !staysUnderPrefix(p.prefix, r.URL) {
 		writeJSONError(w, http.StatusBadRequest, "bad_request", "the request path leaves the upstream's path")
 		return
 	}
@@ -241,6 +241,15 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c := newCall(p.calls, r, ep, body)
 	if p.guard != nil && c.req.Stream && guardable(ep.Shape) {
 		c.startGuard(p.guard, r, body)
+		// Every upstream the call may go to holds its prefix, checked
+		// before any attempt: an alternate's path is joined as the
+		// primary's is, under its own prefix.
+		for _, up := range c.guard.s.Policy().Alternates() {
+			if !staysUnderPrefix(path.Clean("/"+up.URL.Path), r.URL) {
+				writeJSONError(w, http.StatusBadRequest, "bad_request", "the request path leaves the upstream's path")
+				return
+			}
+		}
 	}
 	defer c.finish() // also when ReverseProxy aborts the handler with http.ErrAbortHandler
 	ctx = context.WithValue(r.Context(), callKey{}, c)
@@ -252,19 +261,21 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // decode more than once.
 const maxPathDecodings = 3
 
-// staysUnderPrefix reports whether the request path, joined to the
-// upstream's path prefix, stays under that prefix however it is read: as
-// sent, and after each of up to maxPathDecodings rounds of percent-decoding,
-// with backslashes taken as slashes and dot segments resolved. The request
-// is forwarded as it came, but only when every reading stays under.
-func (p *Proxy) staysUnderPrefix(u *url.URL) bool {
-	if p.prefix == "/" {
+// staysUnderPrefix reports whether the request path, joined to an
+// upstream's path prefix (cleaned: "/" or "/openai"), stays under that
+// prefix however it is read: as sent, and after each of up to
+// maxPathDecodings rounds of percent-decoding, with backslashes taken as
+// slashes and dot segments resolved. The request is forwarded as it came,
+// but only when every reading stays under. The primary and every alternate
+// are checked with it.
+func staysUnderPrefix(prefix string, u *url.URL) bool {
+	if prefix == "/" {
 		return true // nothing is above the root
 	}
 	v := u.EscapedPath()
 	for range maxPathDecodings + 1 {
-		joined := path.Clean(p.prefix + "/" + strings.ReplaceAll(v, `\`, "/"))
-		if joined != p.prefix && !strings.HasPrefix(joined, p.prefix+"/") {
+		joined := path.Clean(prefix + "/" + strings.ReplaceAll(v, `\`, "/"))
+		if joined != prefix && !strings.HasPrefix(joined, prefix+"/") {
 			return false
 		}
 		next, err := url.PathUnescape(v)
@@ -283,19 +294,31 @@ func (p *Proxy) staysUnderPrefix(u *url.URL) bool {
 // which the server drains and closes once the response is flushed: a plain
 // ReverseProxy that streams the body can lose the upstream connection to
 // that race (see the go_bare baseline in bench/harness_test.go).
+//
+// The request goes on with a Content-Length and without trailers: a
+// trailer is a header the listener's authenticator never saw and the
+// proxy never filtered (X-Collector-Token as a trailer), so none is sent
+// upstream. It has no GetBody, which makes net/http's Transport unable to
+// send it again on its own (a POST with Idempotency-Key is replayed on
+// every reused connection that dies under it): an upstream request is an
+// attempt, counted and bounded by the guard, or the call's one request.
 func readBody(r *http.Request, limit int64) ([]byte, error) {
+	r.Trailer = nil
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, nil
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, limit))
 	_ = r.Body.Close()
+	r.Trailer = nil // the server fills it in at the end of the body
 	if err != nil {
 		return nil, err
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
-	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	r.GetBody = nil
+	r.TransferEncoding = nil
 	r.Header.Del("Transfer-Encoding")
+	r.Header.Del("Trailer")
 	return body, nil
 }
 

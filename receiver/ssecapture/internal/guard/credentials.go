@@ -1,0 +1,167 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package guard
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/streamstall/streamstall/internal/hedgecore"
+)
+
+// Credentials follow the upstream (docs/security.md, "Credentials follow
+// the upstream"): the client's credential headers reach the primary, and an
+// alternate only when its configuration forwards them; an alternate with a
+// credential of its own never serves a call whose client credential was
+// refused for auth or quota, unless configured to.
+
+// credentialHeaders are the request headers that carry a client's
+// credential, or choose whose account a call is billed to, as the official
+// SDKs send them (openai-go, anthropic-sdk-go, google.golang.org/genai and
+// their Python and TypeScript siblings, Azure OpenAI).
+var credentialHeaders = []string{
+	"Authorization",
+	"Proxy-Authorization",
+	"Cookie",
+	"X-Api-Key",           // Anthropic
+	"Api-Key",             // Azure OpenAI
+	"X-Goog-Api-Key",      // Gemini
+	"X-Goog-User-Project", // the Google Cloud project billed
+	"Openai-Organization",
+	"Openai-Project",
+	"Anthropic-Workspace-Id",
+	"Anthropic-User-Profile-Id",
+}
+
+// IsCredentialHeader reports whether a request header carries a credential:
+// one of credentialHeaders, or any name that says it holds an API key or a
+// subscription key (x-portkey-api-key, Ocp-Apim-Subscription-Key).
+func IsCredentialHeader(name string) bool {
+	c := http.CanonicalHeaderKey(name)
+	for _, h := range credentialHeaders {
+		if c == h {
+			return true
+		}
+	}
+	l := strings.ToLower(name)
+	for _, s := range []string{"api-key", "api_key", "apikey", "subscription-key"} {
+		if strings.Contains(l, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// stripCredentials removes every credential header from h.
+func stripCredentials(h http.Header) {
+	for name := range h {
+		if IsCredentialHeader(name) {
+			delete(h, name)
+		}
+	}
+}
+
+// credentialRefused reports whether an error answer (its status, and the
+// first bytes of its body) says the request's credential was refused: 401,
+// 402 (Anthropic's billing_error), 403, or a 429 whose error names a quota
+// or billing limit rather than a rate (OpenAI's insufficient_quota,
+// Google's RESOURCE_EXHAUSTED with a QuotaFailure).
+func credentialRefused(status int, body []byte) bool {
+	switch status {
+	case http.StatusUnauthorized, http.StatusPaymentRequired, http.StatusForbidden:
+		return true
+	case http.StatusTooManyRequests:
+		return quotaError(body)
+	}
+	return false
+}
+
+// quotaError reports whether an error body names a quota or billing limit:
+// an error code or type containing "quota" or "billing" (OpenAI and the
+// APIs that copy its shape), or Google's RESOURCE_EXHAUSTED carrying a
+// google.rpc.QuotaFailure (Vertex AI's RESOURCE_EXHAUSTED without one is
+// shared capacity, not the caller's quota).
+func quotaError(body []byte) bool {
+	var v struct {
+		Error struct {
+			Code    any    `json:"code"`
+			Type    string `json:"type"`
+			Status  string `json:"status"`
+			Details []struct {
+				Type string `json:"@type"`
+			} `json:"details"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &v) != nil {
+		return false
+	}
+	e := &v.Error
+	code, _ := e.Code.(string)
+	for _, s := range []string{code, e.Type} {
+		if l := strings.ToLower(s); strings.Contains(l, "quota") || strings.Contains(l, "billing") {
+			return true
+		}
+	}
+	if e.Status == "RESOURCE_EXHAUSTED" {
+		for _, d := range e.Details {
+			if strings.HasSuffix(d.Type, "google.rpc.QuotaFailure") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// checkAnswer runs once an attempt's request has its answer (resp, or none
+// on a transport error). An error answer's body is read into memory
+// (readErrorBody); a refused client credential is noted; on the call's
+// first attempt, which carries the client's credential to the primary, the
+// alternates that wait for it are cleared unless it was refused.
+func (s *Session) checkAnswer(rd *reader, resp *http.Response) {
+	if resp != nil && resp.StatusCode >= 400 {
+		body := readErrorBody(resp)
+		rd.credentialRefused = rd.clientCredential && credentialRefused(resp.StatusCode, body)
+	}
+	if rd.clears && !rd.credentialRefused {
+		close(s.credentialCleared)
+	}
+}
+
+// failureClass sorts an attempt's error status. A refused client
+// credential ends the call with that answer (Fatal), so that no other
+// credential serves it, unless every alternate of the call may serve such
+// calls (serve_credential_failures).
+func (s *Session) failureClass(rd *reader, status int) hedgecore.Class {
+	if !rd.credentialRefused {
+		return classify(status)
+	}
+	if len(s.pol.alternates) == 0 {
+		return hedgecore.Fatal // the same credential would be refused again
+	}
+	for i := range s.pol.alternates {
+		if !s.pol.alternates[i].ServeCredentialFailures {
+			return hedgecore.Fatal
+		}
+	}
+	return hedgecore.Retryable
+}
+
+// awaitCredential holds the first content (or the whole answer) of an
+// attempt on an alternate with its own credential until the primary has
+// answered without refusing the client's credential: a call whose own key
+// is refused is never served on the operator's. It reports false when the
+// attempt was dropped meanwhile (the refusal ended the call).
+func (s *Session) awaitCredential(ctx context.Context, rd *reader) bool {
+	if !rd.awaitsCredential {
+		return true
+	}
+	select {
+	case <-s.credentialCleared:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,58 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package guard
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"time"
+)
+
+// maxErrorBody bounds what is read of an error answer's body; the
+// providers' error bodies are a few hundred bytes.
+const maxErrorBody = 64 << 10
+
+// errorBodyWait bounds the wait for an error answer's body, which comes
+// with its headers: an upstream that sends a 503 and then holds its body
+// delays the next attempt by at most this much.
+const errorBodyWait = time.Second
+
+// readErrorBody reads an error answer's body into memory, up to
+// maxErrorBody bytes and errorBodyWait, and returns what it read. The body
+// still reads as the upstream sent it. Read to its end, it gives its
+// connection back to the transport's pool: an attempt that fails over
+// costs no new connection, where closing an unread body closes it.
+func readErrorBody(resp *http.Response) []byte {
+	rc := resp.Body
+	stop := time.AfterFunc(errorBodyWait, func() { _ = rc.Close() })
+	b, err := io.ReadAll(io.LimitReader(rc, maxErrorBody+1))
+	stop.Stop()
+	if err == nil && len(b) <= maxErrorBody {
+		_ = rc.Close()
+		resp.Body = io.NopCloser(bytes.NewReader(b))
+		return b
+	}
+	// Longer, cut or broken: the rest (or the error) follows what was read.
+	resp.Body = &readBody{Reader: io.MultiReader(bytes.NewReader(b), &errReader{err}, rc), body: rc}
+	return b
+}
+
+// readBody is a body whose first bytes were read and are read again.
+type readBody struct {
+	io.Reader
+	body io.ReadCloser
+}
+
+func (r *readBody) Close() error { return r.body.Close() }
+
+// errReader returns, where the first read stopped, the error it stopped at.
+type errReader struct{ err error }
+
+func (e *errReader) Read([]byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	return 0, io.EOF
+}
