@@ -5,13 +5,10 @@ package hedge
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
-	"strings"
 	"sync"
 	"time"
 
@@ -25,12 +22,6 @@ import (
 const (
 	DefaultAdviceInterval = 30 * time.Second
 	DefaultAdviceTimeout  = 250 * time.Millisecond
-	// maxAdviceBody bounds the advice read: thousands of series fit.
-	maxAdviceBody = 4 << 20
-	advicePath    = "/v1/hedge/advice"
-	// maxAdviceSamples bounds the weight of one entry, so that a hostile
-	// count cannot overflow the blend.
-	maxAdviceSamples = 1 << 40
 )
 
 // AdviceOption configures fleet advice.
@@ -101,7 +92,7 @@ func (a *adviceConfig) adviceURL(sources []Source) string {
 	if u.Path != "" && u.Path != "/" {
 		return u.String() // a full advice URL, used as given
 	}
-	u.Path = advicePath
+	u.Path = advice.Path
 	provider, model := sources[0].Provider(), sources[0].Model()
 	for _, s := range sources[1:] {
 		if s.Provider() != provider {
@@ -193,29 +184,11 @@ func (f *adviceFetcher) refresh(ctx context.Context) {
 func (f *adviceFetcher) fetch(ctx context.Context) (*advice.Response, error) {
 	ctx, cancel := context.WithTimeout(ctx, f.cfg.timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, f.url, http.NoBody)
+	resp, err := advice.Fetch(ctx, f.client, f.url)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("hedge: %w", err)
 	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := f.client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("hedge: advice answered %d", resp.StatusCode)
-	}
-	return decodeAdvice(resp.Body)
-}
-
-// decodeAdvice reads an advice body, at most maxAdviceBody bytes of it.
-func decodeAdvice(r io.Reader) (*advice.Response, error) {
-	var out advice.Response
-	if err := json.NewDecoder(io.LimitReader(r, maxAdviceBody)).Decode(&out); err != nil {
-		return nil, fmt.Errorf("hedge: advice: %w", err)
-	}
-	return &out, nil
+	return resp, nil
 }
 
 // status returns the fetches done and the outcome of the last one.
@@ -225,24 +198,12 @@ func (f *adviceFetcher) status() (int, error) {
 	return f.refreshes, f.lastErr
 }
 
-// match combines the entries of a provider and model that recommend a
-// delay (one per configured dimension value on the advisor): their delays
-// weighted by their samples. nil when none does.
+// match is the fleet's hedge delay for a provider and model (advice.HedgeDelay),
+// nil when no entry recommends one.
 func match(entries []advice.Entry, provider, model string) *hedgecore.FleetAdvice {
-	var weighted, samples float64
-	for _, e := range entries {
-		if e.HedgeDelayMs == nil || e.Samples <= 0 || !strings.EqualFold(e.Provider, provider) || e.Model != model {
-			continue
-		}
-		d := *e.HedgeDelayMs
-		if !(d > 0 && d < 86_400_000) || e.Samples > maxAdviceSamples { // a day: anything above is not a delay
-			continue
-		}
-		weighted += float64(e.Samples) * d
-		samples += float64(e.Samples)
-	}
-	if samples == 0 {
+	w, ok := advice.HedgeDelay(entries, provider, model)
+	if !ok {
 		return nil
 	}
-	return &hedgecore.FleetAdvice{Delay: int64(weighted / samples * 1e6), Samples: int64(samples)}
+	return &hedgecore.FleetAdvice{Delay: w.Nanos, Samples: w.Samples}
 }

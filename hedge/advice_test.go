@@ -37,7 +37,7 @@ func newAdvisor(t *testing.T, body string) *advisor {
 	a.answer.Store(body)
 	a.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		a.hits.Add(1)
-		assert.Equal(t, advicePath, r.URL.Path)
+		assert.Equal(t, advice.Path, r.URL.Path)
 		assert.Equal(t, "openai", r.URL.Query().Get("provider"))
 		if a.hang.Load() {
 			<-r.Context().Done()
@@ -114,7 +114,7 @@ func TestAdviceKeepsTheLastGoodAdvice(t *testing.T) {
 	}
 
 	adv.answer.Store("") // the advisor fails
-	require.ErrorContains(t, refreshed(2), "advice answered 500")
+	require.ErrorContains(t, refreshed(2), "the advisor answered 500")
 	_, src = h.policy.DelayFrom(0)
 	assert.Equal(t, hedgecore.DelayFleet, src, "the last good advice is kept")
 

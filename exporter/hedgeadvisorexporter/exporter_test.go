@@ -82,7 +82,7 @@ func traces(specs ...attemptSpec) ptrace.Traces {
 	return td
 }
 
-func newTestAdvisor(t *testing.T, cfg *Config) (*advisor, *clockwork.FakeClock) {
+func newTestAdvisor(t testing.TB, cfg *Config) (*advisor, *clockwork.FakeClock) {
 	t.Helper()
 	require.NoError(t, cfg.Validate())
 	clock := clockwork.NewFakeClockAt(t0)

@@ -56,6 +56,13 @@ const (
 	// guard watched a committed stream with: the configured one, or the
 	// learned one of stall_timeout: auto. It is not a figure.
 	AttrStallTimeoutMs = "llm.stream.stall_timeout_ms"
+	// AttrStallTimeoutSource says where a learned stall timeout came from:
+	// the fleet's advice, the proxy's own learning, or the floor. Absent
+	// for a configured timeout.
+	AttrStallTimeoutSource    = "llm.stream.stall_timeout_source"
+	StallTimeoutSourceAdvisor = "advisor"
+	StallTimeoutSourceLocal   = "local"
+	StallTimeoutSourceFloor   = "floor"
 )
 
 // Elided chunk events (docs/contract.md section 3): past max_chunk_events,

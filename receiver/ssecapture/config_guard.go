@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/config/confighttp"
+	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/confmap"
 
 	"github.com/streamstall/streamstall/internal/hedgecore"
@@ -40,6 +41,8 @@ type GuardConfig struct {
 	// Models override the keys above for the models whose
 	// gen_ai.request.model matches a glob; the first match wins.
 	Models []ModelGuardConfig `mapstructure:"models"`
+	// Advisor, when set, takes the auto values from a hedge_advisor first.
+	Advisor configoptional.Optional[AdvisorConfig] `mapstructure:"advisor"`
 
 	_ struct{}
 }
@@ -262,6 +265,7 @@ func defaultGuardConfig() GuardConfig {
 			Floor:      defaultAutoStallFloor,
 			MinSamples: defaultAutoStallMinSamples,
 		},
+		Advisor: configoptional.Default(defaultAdvisorConfig()),
 	}
 }
 
@@ -341,6 +345,9 @@ func set[T any](dst *T, v *T) {
 
 func (g *GuardConfig) validate() error {
 	errs := []error{g.rule().validate("proxy: guard")}
+	if g.Advisor.HasValue() {
+		errs = append(errs, g.Advisor.Get().validate())
+	}
 	a := &g.AutoStall
 	if !(a.Multiple >= 1) || math.IsInf(a.Multiple, 0) {
 		errs = append(errs, fmt.Errorf("proxy: guard: auto_stall.multiple %v must be a finite number of at least 1", a.Multiple))

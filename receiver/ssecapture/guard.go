@@ -35,6 +35,13 @@ func (r *sseCaptureReceiver) newGuard(ctx context.Context, host component.Host, 
 		}
 		models = append(models, rule)
 	}
+	var fleet *guard.Fleet
+	if gc.Advisor.HasValue() {
+		if fleet, err = r.newFleet(ctx, host, gc.Advisor.Get(), set); err != nil {
+			return nil, err
+		}
+	}
+	r.fleet = fleet
 	return guard.New(guard.Settings{
 		Default: def,
 		Models:  models,
@@ -42,6 +49,25 @@ func (r *sseCaptureReceiver) newGuard(ctx context.Context, host component.Host, 
 			Multiple: gc.AutoStall.Multiple, Floor: gc.AutoStall.Floor, MinSamples: gc.AutoStall.MinSamples,
 		},
 		Clock: r.clock,
+		Fleet: fleet,
+	}), nil
+}
+
+// newFleet builds the source of the guard's fleet advice; Start fetches.
+func (r *sseCaptureReceiver) newFleet(ctx context.Context, host component.Host, ac *AdvisorConfig, set component.TelemetrySettings) (*guard.Fleet, error) {
+	u, err := ac.adviceURL()
+	if err != nil {
+		return nil, fmt.Errorf("proxy: guard: advisor: %w", err)
+	}
+	cc := ac.ClientConfig
+	cc.Timeout = 0 // the fetch's own timeout bounds it, body included
+	client, err := cc.ToClient(ctx, host.GetExtensions(), set)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: guard: advisor client: %w", err)
+	}
+	return guard.NewFleet(guard.FleetSettings{
+		URL: u, Client: client, Interval: ac.Interval, Timeout: ac.Timeout, MaxAge: ac.MaxAge,
+		Clock: r.clock, Logger: r.settings.Logger,
 	}), nil
 }
 

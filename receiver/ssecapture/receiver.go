@@ -54,6 +54,7 @@ type sseCaptureReceiver struct {
 	addrs      map[string]net.Addr // bound addresses by listener name, for tests
 	queue      *spanqueue.Queue
 	proxy      *proxy.Proxy
+	fleet      *guard.Fleet // the guard's advice from a hedge_advisor, nil without one
 	ingest     *ingest.Handler
 	shutdownWG sync.WaitGroup
 }
@@ -93,6 +94,11 @@ func (r *sseCaptureReceiver) Start(ctx context.Context, host component.Host) err
 			return errors.Join(err, r.Shutdown(ctx))
 		}
 		r.proxy = p
+		if r.fleet != nil {
+			// The first fetch, bounded by the advisor's timeout, before the
+			// first call: a fresh proxy has the fleet's values at once.
+			r.fleet.Start()
+		}
 		// The collector's own HTTP server instrumentation stays off the proxy
 		// listener: it would wrap every write and flush of every stream, and
 		// its request duration and span per request repeat, less precisely,
@@ -244,6 +250,10 @@ func (r *sseCaptureReceiver) Shutdown(ctx context.Context) error {
 		r.proxy.Wait()
 		r.proxy.Stop() // releases its context
 		r.proxy = nil
+	}
+	if r.fleet != nil {
+		r.fleet.Shutdown()
+		r.fleet = nil
 	}
 	if r.queue != nil {
 		// Handlers are done: the queue sees no more pushes.

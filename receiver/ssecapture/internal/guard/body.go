@@ -67,8 +67,10 @@ type committedBody struct {
 	stalled atomic.Bool
 	// silence and timeout are written before stalled is set.
 	silence, timeout time.Duration
-	// lastTimeout is the timeout in force at the watchdog's last look.
+	// lastTimeout is the timeout in force at the watchdog's last look, and
+	// lastSource where it came from (a StallSource).
 	lastTimeout atomic.Int64
+	lastSource  atomic.Uint32
 
 	pending  []byte // the error frame, still to be read
 	finished bool
@@ -161,6 +163,7 @@ func (b *committedBody) arm(last int64, answered bool) {
 		return
 	}
 	b.lastTimeout.Store(d - last)
+	b.lastSource.Store(uint32(b.s.pol.StallTimeoutSource(answered)))
 	now := b.s.now()
 	wake := d
 	if t := int64(b.s.pol.StallTimeout(true)); !answered && t > 0 && now+t < wake {

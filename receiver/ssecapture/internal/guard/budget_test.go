@@ -66,7 +66,7 @@ func (h *harness) callAs(t *testing.T, info client.Info) (*Session, <-chan resul
 	t.Cleanup(cancel)
 	in, _ := url.Parse("/v1/chat/completions")
 	body := []byte(`{"model":"gpt-4o","stream":true}`)
-	s := h.guard.NewSession(h.stopping, "gpt-4o", llmstream.ShapeChatCompletions, in, body, h.clock.Now().UnixNano())
+	s := h.guard.NewSession(h.stopping, "openai", "gpt-4o", llmstream.ShapeChatCompletions, in, body, h.clock.Now().UnixNano())
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://primary.example/v1/chat/completions", strings.NewReader(string(body)))
 	require.NoError(t, err)
 	out := make(chan result, 1)
@@ -130,7 +130,7 @@ func TestWatchdogCutsAtTheLearnedDeadline(t *testing.T) {
 		AutoStall: AutoStall{Multiple: 2, Floor: 100 * time.Millisecond, MinSamples: 5},
 		Clock:     h.clock,
 	})
-	pol := h.guard.For("gpt-4o")
+	pol := h.guard.For("openai", "gpt-4o")
 	gaps := make([]Gap, 50)
 	for i := range gaps {
 		gaps[i] = Gap{Length: time.Second}

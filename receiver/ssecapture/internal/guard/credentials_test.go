@@ -158,7 +158,7 @@ func (h *harness) credentialCall(t *testing.T) (*Session, <-chan result) {
 	t.Cleanup(cancel)
 	in, _ := url.Parse("/v1/chat/completions")
 	body := []byte(`{"model":"gpt-4o","stream":true}`)
-	s := h.guard.NewSession(h.stopping, "gpt-4o", llmstream.ShapeChatCompletions, in, body, h.clock.Now().UnixNano())
+	s := h.guard.NewSession(h.stopping, "openai", "gpt-4o", llmstream.ShapeChatCompletions, in, body, h.clock.Now().UnixNano())
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://primary.example/v1/chat/completions", bytes.NewReader(body))
 	require.NoError(t, err)
 	for k, v := range clientCredentials {

@@ -6,7 +6,10 @@ package guard
 import (
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/streamstall/streamstall/internal/hedgecore"
+	"github.com/streamstall/streamstall/internal/semconv"
 )
 
 // gapQuantile is the gap quantile a learned stall timeout is a multiple of.
@@ -27,6 +30,14 @@ const gapWindow = 10 * time.Minute
 type gapLearner struct {
 	multiple float64
 	floor    time.Duration
+	// minSamples is what the local estimators need before they speak, and
+	// what the fleet's entry needs in attempts.
+	minSamples int
+	// fleet, when set, is asked first for the answer timeout: the p99.9
+	// gap the whole fleet saw for the policy's provider and model.
+	fleet           *Fleet
+	provider, model string
+	clock           clockwork.Clock
 	// answer and reasoning are nil for a timeout that is configured, not
 	// learned; fixed holds those.
 	answer, reasoning           *hedgecore.DelayEstimator
@@ -45,8 +56,46 @@ type Gap struct {
 // learned (with AutoStall set).
 const AutoTimeout time.Duration = -1
 
-func newGapLearner(a AutoStall, stall, reasoning time.Duration) *gapLearner {
-	l := &gapLearner{multiple: a.Multiple, floor: a.Floor, fixedAnswer: stall, fixedReasoning: reasoning}
+// StallSource says where a stall timeout in force came from
+// (llm.stream.stall_timeout_source).
+type StallSource uint8
+
+const (
+	// StallConfigured: the configured timeout; no source is recorded.
+	StallConfigured StallSource = iota
+	// StallAdvisor: the fleet's learned gaps, from a hedge_advisor.
+	StallAdvisor
+	// StallLocal: the proxy's own learned gaps.
+	StallLocal
+	// StallFloor: auto_stall.floor, before anything was learned.
+	StallFloor
+)
+
+func (s StallSource) String() string {
+	switch s {
+	case StallAdvisor:
+		return semconv.StallTimeoutSourceAdvisor
+	case StallLocal:
+		return semconv.StallTimeoutSourceLocal
+	case StallFloor:
+		return semconv.StallTimeoutSourceFloor
+	}
+	return ""
+}
+
+// fleetGaps names where a learner asks the fleet: a hedge_advisor's
+// advice for one provider and model.
+type fleetGaps struct {
+	fleet           *Fleet
+	provider, model string
+	clock           clockwork.Clock
+}
+
+func newGapLearner(a AutoStall, stall, reasoning time.Duration, fg fleetGaps) *gapLearner {
+	l := &gapLearner{
+		multiple: a.Multiple, floor: a.Floor, minSamples: a.MinSamples, fixedAnswer: stall, fixedReasoning: reasoning,
+		fleet: fg.fleet, provider: fg.provider, model: fg.model, clock: fg.clock,
+	}
 	newEstimator := func() *hedgecore.DelayEstimator {
 		// The fallback is the floor over the multiple: a cold learner
 		// answers the floor.
@@ -67,24 +116,43 @@ var _ hedgecore.StallTimeouts = (*gapLearner)(nil)
 // that has delivered an answer chunk, or only reasoning: the policy's
 // watchdog takes it from here (hedgecore.Policy.StallDeadline).
 func (l *gapLearner) StallTimeout(answered bool) int64 {
-	return int64(l.timeout(answered))
+	t, _ := l.timeout(answered)
+	return int64(t)
 }
 
 // timeout is the stall timeout in force for a stream that has delivered an
-// answer chunk, or only reasoning.
-func (l *gapLearner) timeout(answered bool) time.Duration {
-	est, fixed := l.answer, l.fixedAnswer
+// answer chunk, or only reasoning, and where it came from: the fleet's
+// gaps when a fresh advice has enough attempts of the model, else the
+// proxy's own once it has min_samples gaps, else the floor. The fleet's
+// gaps are all of a stream's gaps, so they stand for the answer timeout
+// only; a reasoning timeout is learned here.
+func (l *gapLearner) timeout(answered bool) (time.Duration, StallSource) {
+	est, fixed, fleet := l.answer, l.fixedAnswer, answered
 	if !answered {
 		est, fixed = l.reasoning, l.fixedReasoning
 		if est == nil && fixed == 0 {
 			// reasoning_stall_timeout 0 takes stall_timeout.
-			est, fixed = l.answer, l.fixedAnswer
+			est, fixed, fleet = l.answer, l.fixedAnswer, true
 		}
 	}
 	if est == nil {
-		return fixed
+		return fixed, StallConfigured
 	}
-	return max(time.Duration(float64(est.Delay())*l.multiple), l.floor)
+	if fleet && l.fleet != nil {
+		if w, ok := l.fleet.Gap(l.clock.Now().UnixNano(), l.provider, l.model); ok && w.Samples >= int64(l.minSamples) {
+			return l.learned(w.Nanos), StallAdvisor
+		}
+	}
+	if d, _, warm := est.Local(); warm {
+		return l.learned(d), StallLocal
+	}
+	return l.floor, StallFloor
+}
+
+// learned is the timeout of a learned p99.9 gap: multiple times it, never
+// below the floor.
+func (l *gapLearner) learned(gap int64) time.Duration {
+	return max(time.Duration(float64(gap)*l.multiple), l.floor)
 }
 
 // observe records the gaps of one stream, at now.

@@ -81,6 +81,9 @@ type Settings struct {
 	Models    []Rule
 	AutoStall AutoStall
 	Clock     clockwork.Clock
+	// Fleet, when set, is where the auto values come from first: a
+	// hedge_advisor's advice for the call's provider and model.
+	Fleet *Fleet
 }
 
 // maxLearnedModels bounds the models a rule learns delays and gaps for
@@ -96,14 +99,16 @@ type Guard struct {
 	models    []*rule
 	clock     clockwork.Clock
 	autoStall AutoStall
+	fleet     *Fleet
 }
 
 type rule struct {
 	Rule
 	shared *Policy
 	mu     sync.Mutex
-	// perModel holds the policies of the models a learning rule has seen.
-	perModel map[string]*Policy
+	// perModel holds the policies of the models a learning rule has seen,
+	// by provider and model (the key of the fleet's advice).
+	perModel map[modelKey]*Policy
 }
 
 // Policy is what one call is guarded by: hedgecore's policy and the
@@ -116,11 +121,19 @@ type Policy struct {
 	// gaps learns the stall timeouts set to auto; the policy's watchdog
 	// takes its timeouts from it.
 	gaps *gapLearner
+	// fleet, provider and model are where an auto hedge delay is asked
+	// for first (fleet nil: nowhere); minSamples is what the advice needs.
+	fleet           *Fleet
+	provider, model string
+	minSamples      int
+	autoDelay       bool
 }
+
+type modelKey struct{ provider, model string }
 
 // New returns the guard of set.
 func New(set Settings) *Guard {
-	g := &Guard{clock: set.Clock, autoStall: set.AutoStall}
+	g := &Guard{clock: set.Clock, autoStall: set.AutoStall, fleet: set.Fleet}
 	g.def = g.newRule(set.Default)
 	for _, r := range set.Models {
 		g.models = append(g.models, g.newRule(r))
@@ -130,14 +143,16 @@ func New(set Settings) *Guard {
 
 func (g *Guard) newRule(r Rule) *rule {
 	rl := &rule{Rule: r}
-	rl.shared = g.newPolicy(&rl.Rule)
+	// The shared policy learns for models past maxLearnedModels together:
+	// it stands for no model the fleet advises on.
+	rl.shared = g.newPolicy(&rl.Rule, modelKey{})
 	if r.AutoDelay || r.AutoStall {
-		rl.perModel = map[string]*Policy{}
+		rl.perModel = map[modelKey]*Policy{}
 	}
 	return rl
 }
 
-func (g *Guard) newPolicy(r *Rule) *Policy {
+func (g *Guard) newPolicy(r *Rule, k modelKey) *Policy {
 	cfg := hedgecore.Config{
 		Sources:               1 + len(r.Alternates),
 		Delay:                 r.Delay,
@@ -151,8 +166,12 @@ func (g *Guard) newPolicy(r *Rule) *Policy {
 		cfg.Adaptive, cfg.Quantile, cfg.Delay, cfg.MinSamples = true, r.Quantile, r.FallbackDelay, r.MinSamples
 	}
 	p := &Policy{budgets: r.Budgets, alternates: r.Alternates, ttft: r.TTFTTimeout > 0}
+	if k.model != "" {
+		p.fleet, p.provider, p.model, p.minSamples, p.autoDelay = g.fleet, k.provider, k.model, r.MinSamples, r.AutoDelay
+	}
 	if r.AutoStall {
-		p.gaps = newGapLearner(g.autoStall, r.StallTimeout, r.ReasoningStallTimeout)
+		p.gaps = newGapLearner(g.autoStall, r.StallTimeout, r.ReasoningStallTimeout,
+			fleetGaps{fleet: p.fleet, provider: k.provider, model: k.model, clock: g.clock})
 		cfg.StallTimeouts = p.gaps
 	}
 	p.hp = hedgecore.NewPolicy(cfg)
@@ -163,9 +182,9 @@ func (g *Guard) newPolicy(r *Rule) *Policy {
 // calls may go to.
 func (p *Policy) Alternates() []Upstream { return p.alternates }
 
-// For returns the policy of a call to model: the first rule whose glob
-// matches it, else the default one.
-func (g *Guard) For(model string) *Policy {
+// For returns the policy of a call to model of provider: the first rule
+// whose glob matches the model, else the default one.
+func (g *Guard) For(provider, model string) *Policy {
 	r := g.def
 	for _, m := range g.models {
 		if ok, _ := path.Match(m.Model, model); ok {
@@ -178,15 +197,43 @@ func (g *Guard) For(model string) *Policy {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if p, ok := r.perModel[model]; ok {
+	k := modelKey{provider, model}
+	if p, ok := r.perModel[k]; ok {
 		return p
 	}
 	if len(r.perModel) >= maxLearnedModels {
 		return r.shared
 	}
-	p := g.newPolicy(&r.Rule)
-	r.perModel[model] = p
+	p := g.newPolicy(&r.Rule, k)
+	r.perModel[k] = p
 	return p
+}
+
+// takeFleetDelay installs the fleet's hedge delay for the policy's model
+// as every source's fleet advice (hedgecore blends it with the local
+// estimate), or removes it when the advice is stale or has fewer attempts
+// than min_samples: the local estimate, then the fallback, stand in.
+func (p *Policy) takeFleetDelay(now int64) {
+	if p.fleet == nil || !p.autoDelay {
+		return
+	}
+	var fa *hedgecore.FleetAdvice
+	if w, ok := p.fleet.HedgeDelay(now, p.provider, p.model); ok && w.Samples >= int64(p.minSamples) {
+		fa = &hedgecore.FleetAdvice{Delay: w.Nanos, Samples: w.Samples}
+	}
+	for i := range 1 + len(p.alternates) {
+		p.hp.SetFleet(i, fa)
+	}
+}
+
+// StallTimeoutSource is where the stall timeout in force for a stream in
+// that state comes from; StallConfigured when it is not learned.
+func (p *Policy) StallTimeoutSource(answered bool) StallSource {
+	if p.gaps == nil {
+		return StallConfigured
+	}
+	_, src := p.gaps.timeout(answered)
+	return src
 }
 
 // StallTimeout is the watchdog's timeout of a stream that has delivered an

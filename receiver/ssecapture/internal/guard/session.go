@@ -174,12 +174,15 @@ type event struct {
 }
 
 // NewSession returns the session of one streaming call of the given shape
-// to model, started at start (unix nanoseconds); inURL is the client's
+// to model of provider (the span's gen_ai.provider.name, the key of the
+// fleet's advice), started at start (unix nanoseconds); inURL is the client's
 // request URL, body its body. stopping is done when the proxy ends its
 // streams at shutdown.
-func (g *Guard) NewSession(stopping context.Context, model string, shape llmstream.Shape, inURL *url.URL, body []byte, start int64) *Session {
+func (g *Guard) NewSession(stopping context.Context, provider, model string, shape llmstream.Shape, inURL *url.URL, body []byte, start int64) *Session {
+	pol := g.For(provider, model)
+	pol.takeFleetDelay(start)
 	return &Session{
-		pol: g.For(model), clock: g.clock, shape: shape, body: body, inURL: *inURL,
+		pol: pol, clock: g.clock, shape: shape, body: body, inURL: *inURL,
 		stopping: stopping, start: start, events: make(chan event, hedgecore.MaxAttempts),
 	}
 }
@@ -481,6 +484,15 @@ func (s *Session) StallTimeoutUsed() time.Duration {
 		return 0
 	}
 	return s.committed.timeoutInForce()
+}
+
+// StallTimeoutSource is where StallTimeoutUsed came from: StallConfigured
+// for a configured timeout, or a learned one's source.
+func (s *Session) StallTimeoutSource() StallSource {
+	if s.committed == nil || !s.committed.watch {
+		return StallConfigured
+	}
+	return StallSource(s.committed.lastSource.Load())
 }
 
 // Finish drops whatever still runs, waits for every goroutine of the

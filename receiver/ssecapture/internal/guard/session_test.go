@@ -166,7 +166,7 @@ func (h *harness) call(t *testing.T) (*Session, <-chan result, context.CancelFun
 	t.Cleanup(cancel)
 	in, _ := url.Parse("/v1/chat/completions?x=1")
 	body := []byte(`{"model":"gpt-4o","stream":true}`)
-	s := h.guard.NewSession(h.stopping, "gpt-4o", llmstream.ShapeChatCompletions, in, body, h.clock.Now().UnixNano())
+	s := h.guard.NewSession(h.stopping, "openai", "gpt-4o", llmstream.ShapeChatCompletions, in, body, h.clock.Now().UnixNano())
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://primary.example/v1/chat/completions?x=1", strings.NewReader(string(body)))
 	require.NoError(t, err)
 	out := make(chan result, 1)
@@ -551,10 +551,10 @@ func TestLearnedDelayAndModels(t *testing.T) {
 		AutoStall: AutoStall{Multiple: 10, Floor: 30 * time.Second, MinSamples: 5},
 		Clock:     clockwork.NewFakeClock(),
 	})
-	assert.Same(t, g.For("gpt-4o"), g.For("gpt-4o-mini"), "a fixed rule: one policy")
-	o3 := g.For("o3-mini")
-	assert.NotSame(t, o3, g.For("o3-pro"), "a learning rule learns per model")
-	assert.Same(t, o3, g.For("o3-mini"))
+	assert.Same(t, g.For("openai", "gpt-4o"), g.For("openai", "gpt-4o-mini"), "a fixed rule: one policy")
+	o3 := g.For("openai", "o3-mini")
+	assert.NotSame(t, o3, g.For("openai", "o3-pro"), "a learning rule learns per model")
+	assert.Same(t, o3, g.For("openai", "o3-mini"))
 	d, src := o3.hp.DelayFrom(0)
 	assert.Equal(t, int64(3*time.Second), d)
 	assert.Equal(t, hedgecore.DelayFallback, src)
@@ -564,7 +564,7 @@ func TestLearnedDelayAndModels(t *testing.T) {
 	assert.InDelta(t, float64(200*time.Millisecond), float64(d), float64(5*time.Millisecond))
 	assert.Equal(t, hedgecore.DelayLocal, src)
 
-	th := g.For("claude-thinking")
+	th := g.For("openai", "claude-thinking")
 	assert.Equal(t, 30*time.Second, th.StallTimeout(true), "the floor until enough gaps are in")
 	gaps := make([]Gap, 0, 100)
 	for range 100 {

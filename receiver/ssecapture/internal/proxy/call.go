@@ -249,6 +249,15 @@ func (c *call) failed(status int, errType string) {
 
 func (c *call) cancelled() { c.errType = errTypeCancelled }
 
+// provider is gen_ai.provider.name: the configured one, else the one the
+// request path names.
+func (c *call) provider() string {
+	if c.d.provider != "" {
+		return c.d.provider
+	}
+	return c.ep.Provider
+}
+
 // capValue bounds a string taken from a request or response before it
 // becomes an attribute or part of the span name.
 func (c *call) capValue(s string) string {
@@ -381,11 +390,7 @@ func (c *call) fillSpan(span ptrace.Span, end int64) {
 	attrs.EnsureCapacity(16 + c.hedge.Len())
 	attrs.PutStr(semconv.AttrOperationName, op)
 	attrs.PutStr(semconv.AttrCapture, semconv.CaptureProxy)
-	provider := c.d.provider
-	if provider == "" {
-		provider = c.ep.Provider
-	}
-	attrs.PutStr(semconv.AttrProviderName, provider)
+	attrs.PutStr(semconv.AttrProviderName, c.provider())
 	if c.req.Model != "" {
 		attrs.PutStr(semconv.AttrRequestModel, c.req.Model)
 	}

@@ -80,7 +80,7 @@ func guardable(s llmstream.Shape) bool {
 }
 
 func (c *call) startGuard(g *guard.Guard, r *http.Request, body []byte) {
-	gc := &guardCall{s: g.NewSession(c.d.stopping, c.req.Model, c.shape, r.URL, body, c.start)}
+	gc := &guardCall{s: g.NewSession(c.d.stopping, c.provider(), c.req.Model, c.shape, r.URL, body, c.start)}
 	gc.ids[0] = c.sc.SpanID()
 	gc.groupID = hex.EncodeToString(gc.ids[0][:])
 	gc.s.OnAttempt = func(i int, h http.Header) {
@@ -153,6 +153,9 @@ func (c *call) settleGuard() {
 	}
 	if t := g.s.StallTimeoutUsed(); t > 0 {
 		c.hedge.PutDouble(semconv.AttrStallTimeoutMs, float64(t)/1e6)
+		if src := g.s.StallTimeoutSource(); src != guard.StallConfigured {
+			c.hedge.PutStr(semconv.AttrStallTimeoutSource, src.String())
+		}
 	}
 	if pol := g.s.Policy(); pol.Learns() && c.chunks != nil && len(c.chunks.Chunks()) > 0 {
 		pol.ObserveGaps(c.d.clock.Now().UnixNano(), c.gaps())
@@ -219,7 +222,7 @@ func (g *guardCall) putHedge(m pcommon.Map, r *guard.Report, outcome string) {
 // race dropped it or it failed.
 func (c *call) emitLoser(r *guard.Report) {
 	l := &call{
-		d: c.d, ctx: c.ctx, shape: c.shape, start: r.Start, req: c.req, parent: c.parent,
+		d: c.d, ctx: c.ctx, shape: c.shape, ep: c.ep, start: r.Start, req: c.req, parent: c.parent,
 		sc: c.attemptContext(c.guard.ids[r.Attempt]), hedge: pcommon.NewMap(), status: r.Status,
 		streaming: true, guard: &guardCall{upstream: r.Upstream},
 	}
