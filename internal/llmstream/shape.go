@@ -59,6 +59,9 @@ type Endpoint struct {
 	Provider string
 	// Model is the model the path names, "" when the body names it.
 	Model string
+	// Deployment is the Azure OpenAI deployment the path names: the
+	// request model when the body names none.
+	Deployment string
 	// Stream is true when the path asks for a stream (Gemini's
 	// streamGenerateContent); the other shapes say it in the body.
 	Stream bool
@@ -74,9 +77,17 @@ type Endpoint struct {
 // tunedModels) and ".../publishers/google/models/{model}:generateContent" or
 // ".../projects/{p}/locations/{l}/endpoints/{id}:..." (Vertex AI). Ollama's
 // native API is "/api/chat" and "/api/generate", under any prefix.
+// Anthropic's API on Vertex AI and Azure OpenAI's deployments are
+// recognised by their paths too (cloud.go).
 func ParseEndpoint(path string) Endpoint {
 	path = strings.TrimRight(path, "/")
 	if e, ok := geminiEndpoint(path); ok {
+		return e
+	}
+	if e, ok := vertexAnthropicEndpoint(path); ok {
+		return e
+	}
+	if e, ok := azureEndpoint(path); ok {
 		return e
 	}
 	s := ShapeUnknown
