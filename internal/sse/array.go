@@ -98,7 +98,7 @@ func (p *ArrayParser) buffer(b []byte) bool {
 	if !ok {
 		return false
 	}
-	p.elem = append(elem, b...)
+	p.elem = append(elem, b...) //nolint:gocritic // elem is p.elem grown: the same buffer
 	return true
 }
 

@@ -71,7 +71,7 @@ func (p *LineParser) buffer(b []byte) bool {
 	if !ok {
 		return false
 	}
-	p.line = append(line, b...)
+	p.line = append(line, b...) //nolint:gocritic // line is p.line grown: the same buffer
 	return true
 }
 
