@@ -201,8 +201,10 @@ func TestCloudSDKsThroughProxy(t *testing.T) {
 		model    string
 		secret   string
 	}{
-		{"vertex anthropic stream", func(t *testing.T, u, p string) sdkRun { return vertexAnthropic(t, u, p, true) }, "", "gcp.vertex_ai",
-			"/v1/projects/" + vertexProject + "/locations/" + vertexRegion + "/publishers/anthropic/models/" + vertexModel + ":streamRawPredict", vertexModel, vertexToken},
+		{
+			"vertex anthropic stream", func(t *testing.T, u, p string) sdkRun { return vertexAnthropic(t, u, p, true) }, "", "gcp.vertex_ai",
+			"/v1/projects/" + vertexProject + "/locations/" + vertexRegion + "/publishers/anthropic/models/" + vertexModel + ":streamRawPredict", vertexModel, vertexToken,
+		},
 		{"azure deployment", azureChat(false), "", "azure.ai.openai", "/openai/deployments/" + azureDeployment + "/chat/completions", azureDeployment, azureAPIKey},
 		{"azure v1 by proxy.provider", azureChat(true), "azure.ai.openai", "azure.ai.openai", "/openai/v1/chat/completions", azureDeployment, azureAPIKey},
 	}

@@ -139,7 +139,6 @@ type bodyDecoder struct {
 	received  int64 // unix nanoseconds: when the request arrived
 	spent     int64 // estimated bytes of the spans so far
 	budget    int64
-	values    int
 	keeper    *figures.Keeper // for records past MaxChunkEvents
 }
 
@@ -550,11 +549,12 @@ func (b *bodyDecoder) chunkTime(field string, n int, millis bool) (int64, *inges
 		return 0, b.fail(b.sc.eofOr(err), field)
 	}
 	var v int64
+	var perr error
 	switch {
 	case c == '"':
-		text, tooLong, err := b.sc.str(maxChunkString)
-		if err != nil {
-			return 0, b.fail(err, field)
+		text, tooLong, serr := b.sc.str(maxChunkString)
+		if serr != nil {
+			return 0, b.fail(serr, field)
 		}
 		if tooLong {
 			return 0, b.bad(field, "element %d: a string of more than %d bytes is no time", n, maxChunkString)
@@ -563,10 +563,11 @@ func (b *bodyDecoder) chunkTime(field string, n int, millis bool) (int64, *inges
 			if !decimalMillis(text) {
 				return 0, b.bad(field, "element %d: %q is not a string of decimal milliseconds such as \"12.5\"", n, text)
 			}
-			ms, perr := parseMillis(text)
-			v, err = int64(math.Float64bits(ms)), perr
+			var ms float64
+			ms, perr = parseMillis(text)
+			v = int64(math.Float64bits(ms))
 		} else {
-			v, err = parseNanos(string(text))
+			v, perr = parseNanos(string(text))
 		}
 	case c == '-' || c >= '0' && c <= '9':
 		text, serr := b.sc.number()
@@ -574,16 +575,18 @@ func (b *bodyDecoder) chunkTime(field string, n int, millis bool) (int64, *inges
 			return 0, b.fail(serr, field)
 		}
 		if millis {
-			ms, perr := parseMillis(text)
-			v, err = int64(math.Float64bits(ms)), perr
+			var ms float64
+			ms, perr = parseMillis(text)
+			v = int64(math.Float64bits(ms))
 		} else {
-			v, err = parseNanosNumber(text)
+			v, perr = parseNanosNumber(text)
 		}
 	case startsValue(c):
 		return 0, b.bad(field, "element %d: must be a number or a decimal string", n)
 	default:
 		return 0, b.fail(b.sc.outside(c, "looking for beginning of value"), field)
 	}
+	err = perr
 	if err != nil {
 		return 0, b.bad(field, "element %d: %v", n, err)
 	}

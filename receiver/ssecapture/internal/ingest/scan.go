@@ -47,7 +47,6 @@ type jsonScanner struct {
 	pos, end int
 	rerr     error  // the read error that ended the body (io.EOF at its end)
 	strBuf   []byte // the last string read across windows or with escapes
-	num      []byte // the last number read across windows
 }
 
 func newJSONScanner(r io.Reader) *jsonScanner {
@@ -77,6 +76,17 @@ func (s *jsonScanner) fill() bool {
 	}
 	s.rerr = io.ErrNoProgress
 	return false
+}
+
+// ensure reads until n bytes are at hand past pos (n <= scanBufferSize),
+// or the body ends; it reports whether they are.
+func (s *jsonScanner) ensure(n int) bool {
+	for s.end-s.pos < n {
+		if !s.fill() {
+			return false
+		}
+	}
+	return true
 }
 
 // eof is the error of a token cut short by the body's end (or by a read
@@ -116,8 +126,7 @@ func (s *jsonScanner) peek() (byte, error) {
 // such, anything else as a syntax error.
 func (s *jsonScanner) outside(c byte, context string) error {
 	if c >= utf8.RuneSelf {
-		for s.end-s.pos < utf8.UTFMax && !utf8.FullRune(s.buf[s.pos:s.end]) && s.fill() {
-		}
+		s.ensure(utf8.UTFMax)
 		if r, size := utf8.DecodeRune(s.buf[s.pos:s.end]); r == utf8.RuneError && size <= 1 {
 			return errInvalidUTF8
 		}
@@ -160,8 +169,7 @@ func (s *jsonScanner) literal() (byte, error) {
 	default:
 		return 0, s.outside(c, "looking for beginning of value")
 	}
-	for s.end-s.pos < len(word) && s.fill() {
-	}
+	s.ensure(len(word))
 	for i := range len(word) {
 		if s.pos+i >= s.end {
 			return 0, s.eof()
@@ -299,8 +307,7 @@ func (s *jsonScanner) str(limit int) (text []byte, tooLong bool, err error) {
 			s.strBuf = append(s.strBuf, s.buf[s.pos:j]...)
 			s.pos = j
 		default:
-			for s.end-s.pos < utf8.UTFMax && !utf8.FullRune(s.buf[s.pos:s.end]) && s.fill() {
-			}
+			s.ensure(utf8.UTFMax)
 			r, size := utf8.DecodeRune(s.buf[s.pos:s.end])
 			if r == utf8.RuneError && size <= 1 {
 				return nil, false, errInvalidUTF8
@@ -316,9 +323,7 @@ func (s *jsonScanner) str(limit int) (text []byte, tooLong bool, err error) {
 
 // escape decodes the escape sequence at s.pos into s.strBuf.
 func (s *jsonScanner) escape() error {
-	for s.end-s.pos < 2 && s.fill() {
-	}
-	if s.end-s.pos < 2 {
+	if !s.ensure(2) {
 		return s.eof()
 	}
 	c := s.buf[s.pos+1]
@@ -350,9 +355,7 @@ func (s *jsonScanner) escape() error {
 	}
 	if utf16.IsSurrogate(r) {
 		// Only a high surrogate followed by a low one is a character.
-		for s.end-s.pos < 2 && s.fill() {
-		}
-		if r >= 0xDC00 || s.end-s.pos < 2 || s.buf[s.pos] != '\\' || s.buf[s.pos+1] != 'u' {
+		if r >= 0xDC00 || !s.ensure(2) || s.buf[s.pos] != '\\' || s.buf[s.pos+1] != 'u' {
 			return errLoneSurrogate
 		}
 		low, err := s.hex4()
@@ -369,9 +372,7 @@ func (s *jsonScanner) escape() error {
 
 // hex4 decodes the \uXXXX escape at s.pos.
 func (s *jsonScanner) hex4() (rune, error) {
-	for s.end-s.pos < 6 && s.fill() {
-	}
-	if s.end-s.pos < 6 {
+	if !s.ensure(6) {
 		return 0, s.eof()
 	}
 	var r rune
