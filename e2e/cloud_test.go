@@ -119,7 +119,8 @@ func TestCloudSDKsEndToEnd(t *testing.T) {
 		name, span, provider, model, path string
 		run                               func(tap *tapTransport) string
 	}{
-		{"anthropic on vertex ai", "chat " + claude, "gcp.vertex_ai", claude,
+		{
+			"anthropic on vertex ai", "chat " + claude, "gcp.vertex_ai", claude,
 			"/v1/projects/e2e/locations/us-east5/publishers/anthropic/models/" + claude + ":streamRawPredict?",
 			func(tap *tapTransport) string {
 				creds := &google.Credentials{TokenSource: oauth2.StaticTokenSource(&oauth2.Token{AccessToken: "ya29.e2e"})}
@@ -137,8 +138,10 @@ func TestCloudSDKsEndToEnd(t *testing.T) {
 				require.NoError(t, stream.Err())
 				require.Len(t, msg.Content, 1)
 				return msg.Content[0].Text
-			}},
-		{"azure openai", "chat " + deployment, "azure.ai.openai", deployment,
+			},
+		},
+		{
+			"azure openai", "chat " + deployment, "azure.ai.openai", deployment,
 			"/openai/deployments/" + deployment + "/chat/completions?api-version=2024-10-21",
 			func(tap *tapTransport) string {
 				client := openai.NewClient(
@@ -165,7 +168,8 @@ func TestCloudSDKsEndToEnd(t *testing.T) {
 				require.NoError(t, stream.Err())
 				require.Len(t, acc.Choices, 1)
 				return acc.Choices[0].Message.Content
-			}},
+			},
+		},
 	}
 	for seq, c := range clients {
 		tap := &tapTransport{}
