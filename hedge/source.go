@@ -98,8 +98,9 @@ func newHTTPSource(e Endpoint, shape llmstream.Shape, path string) *httpSource {
 	if s.e.Provider == "" {
 		s.e.Provider = shape.Provider()
 		if u, err := url.Parse(s.url); err == nil {
-			// Gemini's path tells Vertex AI from Google AI Studio.
-			s.e.Provider = llmstream.ParseEndpoint(u.Path).Provider
+			// Gemini's path tells Vertex AI from Google AI Studio, the
+			// host Azure OpenAI's v1 API from OpenAI's.
+			s.e.Provider = llmstream.ParseEndpoint(u.Path).OnHost(u.Hostname()).Provider
 		}
 	}
 	return s

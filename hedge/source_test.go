@@ -104,3 +104,11 @@ func TestGoogleStreamErrorStatus(t *testing.T) {
 		assert.Equal(t, status, streamErrorStatus(name), name)
 	}
 }
+
+// TestSourceProviderFromHost: Azure OpenAI's v1 API has OpenAI's paths;
+// its host names the provider, as it does for the proxy.
+func TestSourceProviderFromHost(t *testing.T) {
+	assert.Equal(t, "azure.ai.openai", NewOpenAIChatSource(Endpoint{BaseURL: "https://res.openai.azure.com/openai/v1", Model: "m"}).Provider())
+	assert.Equal(t, "openai", NewOpenAIChatSource(Endpoint{BaseURL: "https://api.groq.com/openai/v1", Model: "m"}).Provider())
+	assert.Equal(t, "mine", NewOpenAIChatSource(Endpoint{BaseURL: "https://res.openai.azure.com/openai/v1", Model: "m", Provider: "mine"}).Provider())
+}

@@ -3,7 +3,10 @@
 
 package llmstream
 
-import "fmt"
+import (
+	"cmp"
+	"fmt"
+)
 
 // Request is what telemetry may know of a request body: the model and
 // whether a stream was asked for. Prompts are never decoded.
@@ -13,7 +16,8 @@ type Request struct {
 }
 
 // ParseRequest reads what the request body of a call to e adds to what its
-// path says: the model (unless the path names it, as Gemini's does) and
+// path says: the model (unless the path names it, as Gemini's does; an
+// Azure deployment when the body names none) and
 // whether a stream was asked for (Gemini's path says; Ollama streams unless
 // the body says "stream": false; the others stream only when it says true).
 func (e Endpoint) ParseRequest(body []byte) (Request, error) {
@@ -27,11 +31,10 @@ func (e Endpoint) ParseRequest(body []byte) (Request, error) {
 		return out, nil
 	}
 	if err := decode(body, &r); err != nil {
+		out.Model = cmp.Or(out.Model, e.Deployment)
 		return out, fmt.Errorf("%w: request: %w", ErrMalformed, err)
 	}
-	if out.Model == "" {
-		out.Model = r.Model
-	}
+	out.Model = cmp.Or(out.Model, r.Model, e.Deployment)
 	switch {
 	case r.Stream != nil:
 		out.Stream = *r.Stream

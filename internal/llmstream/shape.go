@@ -64,6 +64,9 @@ type Endpoint struct {
 	Provider string
 	// Model is the model the path names, "" when the body names it.
 	Model string
+	// Deployment is the Azure OpenAI deployment the path names: the
+	// request model when the body names none.
+	Deployment string
 	// Stream is true when the path asks for a stream (Gemini's
 	// streamGenerateContent); the other shapes say it in the body.
 	Stream bool
@@ -81,12 +84,20 @@ type Endpoint struct {
 // native API is "/api/chat" and "/api/generate", under any prefix. AWS
 // Bedrock's is ".../model/{modelId}/converse-stream" (and converse, invoke,
 // invoke-with-response-stream), the model id percent-decoded.
+// Anthropic's API on Vertex AI and Azure OpenAI's deployments are
+// recognised by their paths too (cloud.go).
 func ParseEndpoint(path string) Endpoint {
 	path = strings.TrimRight(path, "/")
 	if e, ok := geminiEndpoint(path); ok {
 		return e
 	}
 	if e, ok := bedrockEndpoint(path); ok {
+		return e
+	}
+	if e, ok := vertexAnthropicEndpoint(path); ok {
+		return e
+	}
+	if e, ok := azureEndpoint(path); ok {
 		return e
 	}
 	s := ShapeUnknown

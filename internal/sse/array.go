@@ -26,13 +26,17 @@ const (
 // grammar: what an element means is the classifier's business. A top-level
 // value that is not an array (an error object) is one event. The zero
 // value is ready to use; set Handler. An oversized element is skipped and
-// counted, and parsing goes on after it, as Parser does with events.
+// counted, and parsing goes on after it, as Parser does with events; so is
+// one the Budget cannot take.
 type ArrayParser struct {
 	// Handler is called once per element; the event is only valid during the call.
 	Handler func(ev *Event)
 	// MaxEventSize bounds the bytes buffered for one element; zero means
 	// DefaultMaxEventSize.
 	MaxEventSize int
+	// Budget, when set, is drawn on for the bytes of an unfinished element
+	// past a free 64 KiB, as Parser's Budget is.
+	Budget Budget
 
 	offset    int64
 	state     arrayState
@@ -45,6 +49,7 @@ type ArrayParser struct {
 	skipping  bool
 	oversized int64
 	ev        Event
+	freeBytes int // keepBufferCap, or less in tests
 }
 
 // Feed parses b, calling Handler for each element it completes.
@@ -62,6 +67,7 @@ func (p *ArrayParser) Flush() {
 	if p.flush() && p.Handler != nil {
 		p.Handler(&p.ev)
 	}
+	p.ev = Event{}
 }
 
 // Offset returns the number of bytes parsed so far.
@@ -77,7 +83,23 @@ func (p *ArrayParser) Pending() bool { return p.state == arrayElem }
 func (p *ArrayParser) Reset() {
 	p.offset, p.state, p.bare, p.depth = 0, arrayTop, false, 0
 	p.inString, p.escaped, p.scalar, p.skipping, p.oversized = false, false, false, false, 0
-	p.elem = p.elem[:0]
+	p.elem = p.release()
+}
+
+func (p *ArrayParser) release() []byte { return releaseBuffer(p.Budget, freeOr(p.freeBytes), p.elem) }
+
+// buffer appends b to the unfinished element, or reports false when the
+// element would pass the size limit or the budget.
+func (p *ArrayParser) buffer(b []byte) bool {
+	if len(p.elem)+len(b) > p.maxSize() {
+		return false
+	}
+	elem, ok := growBuffer(p.Budget, freeOr(p.freeBytes), p.maxSize(), p.elem, len(b))
+	if !ok {
+		return false
+	}
+	p.elem = append(elem, b...) //nolint:gocritic // elem is p.elem grown: the same buffer
+	return true
 }
 
 func isJSONSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
@@ -129,12 +151,10 @@ func (p *ArrayParser) begin(c byte, bare bool) {
 func (p *ArrayParser) scan(b []byte, start, from int) (int, dispatch) {
 	end, done := p.advance(b, from)
 	if !p.skipping {
-		if len(p.elem)+end-start > p.maxSize() {
+		if len(p.elem)+end-start > p.maxSize() || (!done || len(p.elem) > 0) && !p.buffer(b[start:end]) {
 			p.oversized++
 			p.skipping = true
-			p.elem = shrink(p.elem)
-		} else if !done || len(p.elem) > 0 {
-			p.elem = append(p.elem, b[start:end]...)
+			p.elem = p.release()
 		}
 	}
 	if !done {
@@ -158,8 +178,9 @@ func (p *ArrayParser) complete(data []byte, end int) dispatch {
 		data = p.elem
 	}
 	p.ev = Event{Data: data, Retry: -1, End: p.offset + int64(end)}
-	// The bytes stay readable until the next call appends to the buffer.
-	p.elem = p.elem[:0]
+	// The bytes stay readable until the next call appends to the buffer
+	// (a large one, given back to the budget, until the event is dropped).
+	p.elem = p.release()
 	return dispatchEvent
 }
 
@@ -203,7 +224,7 @@ func (p *ArrayParser) maxSize() int { return maxOr(p.MaxEventSize) }
 
 func (p *ArrayParser) flush() bool {
 	if p.state != arrayElem || !p.scalar {
-		p.state, p.skipping, p.elem = arrayTop, false, p.elem[:0]
+		p.state, p.skipping, p.elem = arrayTop, false, p.release()
 		return false
 	}
 	return p.complete(nil, 0) == dispatchEvent

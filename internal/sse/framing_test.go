@@ -255,6 +255,26 @@ func FuzzLineParser(f *testing.F) {
 		assert.Equal(t, want, got, "limit %d, split at %d", lim, s)
 		assert.Equal(t, wantN, sp.Oversized())
 		assert.LessOrEqual(t, len(sp.(*LineParser).line), lim)
+
+		// With a byte budget past a small free size: the lines that pass
+		// are the reference's, in order, when none is skipped; the budget
+		// is never passed and is whole again after the stream.
+		budget := NewSharedBudget(int64(limit) % 48)
+		var budgeted []record
+		bp := &LineParser{Budget: budget, freeBytes: 4, Handler: func(ev *Event) {
+			assert.LessOrEqual(t, budget.Used(), int64(limit)%48)
+			budgeted = append(budgeted, own(ev))
+		}}
+		bp.Feed(in[:s])
+		bp.Feed(in[s:])
+		assert.LessOrEqual(t, budget.Used(), int64(limit)%48)
+		bp.Flush()
+		if bp.Oversized() == 0 {
+			all, _ := referenceLines(in, DefaultMaxEventSize)
+			assert.Equal(t, all, budgeted, "nothing skipped: the same lines as without a budget")
+		}
+		bp.Reset()
+		assert.Zero(t, budget.Used(), "a reset parser holds nothing of the budget")
 		if wantN == 0 {
 			r := NewFramedReader(FramingNDJSON, iotest.OneByteReader(bytes.NewReader(in)))
 			r.SetMaxEventSize(lim)
@@ -299,5 +319,63 @@ func FuzzArrayParser(f *testing.F) {
 		assert.LessOrEqual(t, len(sp.elem), lim)
 		sp.Feed(in[s:])
 		assert.LessOrEqual(t, len(sp.elem), lim)
+
+		// With a byte budget past a small free size, as in FuzzLineParser.
+		budget := NewSharedBudget(int64(limit) % 48)
+		var budgeted []record
+		bp := &ArrayParser{Budget: budget, freeBytes: 4, Handler: func(ev *Event) {
+			assert.LessOrEqual(t, budget.Used(), int64(limit)%48)
+			budgeted = append(budgeted, own(ev))
+		}}
+		bp.Feed(in[:s])
+		bp.Feed(in[s:])
+		assert.LessOrEqual(t, budget.Used(), int64(limit)%48)
+		bp.Flush()
+		if bp.Oversized() == 0 {
+			assert.Equal(t, whole, budgeted, "nothing skipped: the same elements as without a budget")
+		}
+		bp.Reset()
+		assert.Zero(t, budget.Used(), "a reset parser holds nothing of the budget")
 	})
+}
+
+// TestSplittersSharedBudget: NDJSON and JSON-array parsers that share a
+// budget hold at most its bytes together, as SSE parsers do: a frame that
+// does not fit is skipped and counted, the bytes come back once a frame is
+// done, and the large buffer is let go.
+func TestSplittersSharedBudget(t *testing.T) {
+	big := bytes.Repeat([]byte("x"), 700<<10)
+	for _, tt := range []struct {
+		framing     Framing
+		open, close string
+		after       string
+		want        string
+	}{
+		{FramingNDJSON, `{"t":"`, `"}` + "\n", `{"done":true}` + "\n", `{"done":true}`},
+		{FramingJSONArray, `[{"t":"`, `"}`, `,{"done":true}]`, `{"done":true}`},
+	} {
+		t.Run(tt.framing.String(), func(t *testing.T) {
+			budget := NewSharedBudget(1 << 20)
+			var got [2][]string
+			ps := make([]Splitter, 2)
+			for i := range ps {
+				ps[i] = NewBudgetedSplitter(tt.framing, 0, budget, func(ev *Event) { got[i] = append(got[i], string(ev.Data[:min(len(ev.Data), 13)])) })
+				ps[i].Feed([]byte(tt.open))
+			}
+			for off := 0; off < len(big); off += 16 << 10 {
+				ps[0].Feed(big[off:min(off+16<<10, len(big))]) // 700 KiB held, read by read
+			}
+			assert.Greater(t, budget.Used(), int64(600<<10))
+			ps[1].Feed(big) // would pass the budget: skipped
+			assert.Equal(t, int64(1), ps[1].Oversized())
+			assert.Zero(t, ps[0].Oversized())
+			assert.LessOrEqual(t, budget.Used(), int64(1<<20))
+			for _, p := range ps {
+				p.Feed([]byte(tt.close + tt.after))
+			}
+			assert.Equal(t, []string{`{"t":"xxxxxxx`, tt.want}, got[0])
+			assert.Equal(t, []string{tt.want}, got[1])
+			assert.Zero(t, budget.Used(), "every byte back once the frames are done")
+		})
+	}
 }

@@ -11,19 +11,23 @@ import "bytes"
 // Blank lines are no events. A last line without its LF is dispatched by
 // Flush, as JSON Lines allows. The zero value is ready to use; set Handler.
 // An oversized line is skipped, counted and resynchronized at the next LF,
-// as Parser does with events.
+// as Parser does with events; so is one the Budget cannot take.
 type LineParser struct {
 	// Handler is called once per line; the event is only valid during the call.
 	Handler func(ev *Event)
 	// MaxEventSize bounds the bytes buffered for one line; zero means
 	// DefaultMaxEventSize.
 	MaxEventSize int
+	// Budget, when set, is drawn on for the bytes of an unfinished line
+	// past a free 64 KiB, as Parser's Budget is.
+	Budget Budget
 
 	offset    int64
 	line      []byte
 	skipping  bool
 	oversized int64
 	ev        Event
+	freeBytes int // keepBufferCap, or less in tests
 }
 
 // Feed parses b, calling Handler for each line it completes.
@@ -40,6 +44,7 @@ func (p *LineParser) Flush() {
 	if p.flush() && p.Handler != nil {
 		p.Handler(&p.ev)
 	}
+	p.ev = Event{}
 }
 
 // Offset returns the number of bytes parsed so far.
@@ -51,10 +56,26 @@ func (p *LineParser) Oversized() int64 { return p.oversized }
 // Pending reports whether an unfinished line is buffered (or being skipped).
 func (p *LineParser) Pending() bool { return len(p.line) > 0 || p.skipping }
 
-// Reset makes the parser ready for a new stream, keeping its buffer.
+// Reset makes the parser ready for a new stream, keeping a small buffer.
 func (p *LineParser) Reset() {
-	p.offset, p.line, p.skipping, p.oversized = 0, p.line[:0], false, 0
+	p.offset, p.line, p.skipping, p.oversized = 0, p.release(), false, 0
 }
+
+// buffer appends b to the unfinished line, or reports false when the
+// line would pass the size limit or the budget.
+func (p *LineParser) buffer(b []byte) bool {
+	if len(p.line)+len(b) > p.maxSize() {
+		return false
+	}
+	line, ok := growBuffer(p.Budget, freeOr(p.freeBytes), p.maxSize(), p.line, len(b))
+	if !ok {
+		return false
+	}
+	p.line = append(line, b...) //nolint:gocritic // line is p.line grown: the same buffer
+	return true
+}
+
+func (p *LineParser) release() []byte { return releaseBuffer(p.Budget, freeOr(p.freeBytes), p.line) }
 
 func (p *LineParser) maxSize() int { return maxOr(p.MaxEventSize) }
 
@@ -62,14 +83,9 @@ func (p *LineParser) next(b []byte) (n int, d dispatch) {
 	defer func() { p.offset += int64(n) }()
 	i := bytes.IndexByte(b, '\n')
 	if i < 0 {
-		if p.skipping {
-			return len(b), dispatchNone
-		}
-		if len(p.line)+len(b) > p.maxSize() {
+		if !p.skipping && !p.buffer(b) {
 			p.oversize()
-			return len(b), dispatchNone
 		}
-		p.line = append(p.line, b...)
 		return len(b), dispatchNone
 	}
 	n = i + 1
@@ -77,26 +93,26 @@ func (p *LineParser) next(b []byte) (n int, d dispatch) {
 		p.skipping = false
 		return n, dispatchNone
 	}
-	if len(p.line)+i > p.maxSize() {
+	line := b[:i]
+	if len(p.line)+i > p.maxSize() || len(p.line) > 0 && !p.buffer(line) {
 		p.oversize()
 		p.skipping = false
 		return n, dispatchNone
 	}
-	line := b[:i]
 	if len(p.line) > 0 {
-		p.line = append(p.line, line...)
 		line = p.line
 	}
 	d = p.dispatch(line, p.offset+int64(n))
-	// The bytes stay readable until the next call appends to the buffer.
-	p.line = p.line[:0]
+	// The bytes stay readable until the next call appends to the buffer
+	// (a large one, given back to the budget, until the event is dropped).
+	p.line = p.release()
 	return n, d
 }
 
 func (p *LineParser) oversize() {
 	p.oversized++
 	p.skipping = true
-	p.line = shrink(p.line)
+	p.line = p.release()
 }
 
 func (p *LineParser) dispatch(line []byte, end int64) dispatch {
@@ -114,7 +130,7 @@ func (p *LineParser) flush() bool {
 		return false
 	}
 	d := p.dispatch(p.line, p.offset)
-	p.line = p.line[:0]
+	p.line = p.release()
 	return d == dispatchEvent
 }
 
@@ -150,15 +166,8 @@ func feed(s stepper, handler func(*Event), b []byte) {
 		b = b[n:]
 		if d != dispatchNone && handler != nil {
 			handler(s.event())
+			// The event may alias a buffer given back to the budget.
+			*s.event() = Event{}
 		}
 	}
-}
-
-// shrink empties a buffer of a parser that draws on no budget: one that grew
-// past keepBufferCap is let go, so an idle stream holds at most that much.
-func shrink(b []byte) []byte {
-	if cap(b) > keepBufferCap {
-		return nil
-	}
-	return b[:0]
 }

@@ -177,51 +177,15 @@ func (p *Parser) skip(mid bool) {
 
 // release empties a buffer: one that grew past keepBufferCap is let go,
 // and what it drew on the budget given back.
-func (p *Parser) release(b []byte) []byte {
-	free := p.free()
-	if cap(b) <= free {
-		return b[:0]
-	}
-	if p.Budget != nil {
-		p.Budget.Return(cap(b) - free)
-	}
-	return nil
-}
+func (p *Parser) release(b []byte) []byte { return releaseBuffer(p.Budget, p.free(), b) }
 
 // grow makes room for n more bytes in b, drawing on the budget for what
 // passes keepBufferCap; ok is false when the budget cannot take it.
-func (p *Parser) grow(b []byte, n int) (_ []byte, ok bool) {
-	free := p.free()
-	need := len(b) + n
-	if need <= cap(b) {
-		return b, true
-	}
-	// Doubling, or a quarter more when the budget cannot take a double:
-	// growing by what is needed alone would copy a large line once per
-	// read, and leave that much garbage.
-	size := max(need, min(2*cap(b), p.maxSize()))
-	if p.Budget != nil && size > free {
-		held := max(cap(b)-free, 0)
-		if !p.Budget.Take(size - free - held) {
-			size = max(need, cap(b)+cap(b)/4)
-			if size > free && !p.Budget.Take(size-free-held) {
-				return b, false
-			}
-		}
-	}
-	// The budget now holds the new buffer's bytes past keepBufferCap: what
-	// the old one held, and the difference just taken.
-	nb := make([]byte, len(b), size)
-	copy(nb, b)
-	return nb, true
+func (p *Parser) grow(b []byte, n int) ([]byte, bool) {
+	return growBuffer(p.Budget, p.free(), p.maxSize(), b, n)
 }
 
-func (p *Parser) free() int {
-	if p.freeBytes > 0 {
-		return p.freeBytes
-	}
-	return keepBufferCap
-}
+func (p *Parser) free() int { return freeOr(p.freeBytes) }
 
 func (p *Parser) maxSize() int { return maxOr(p.MaxEventSize) }
 
@@ -489,15 +453,22 @@ func (f Framing) String() string {
 // NewSplitter returns the push-style parser of framing f, calling handler
 // per event and bounding an event to maxEventSize bytes (0: the default).
 func NewSplitter(f Framing, maxEventSize int, handler func(ev *Event)) Splitter {
+	return NewBudgetedSplitter(f, maxEventSize, nil, handler)
+}
+
+// NewBudgetedSplitter is NewSplitter with the parser drawing on budget for
+// its unfinished frames past a free 64 KiB (nil: no budget), whatever the
+// framing.
+func NewBudgetedSplitter(f Framing, maxEventSize int, budget Budget, handler func(ev *Event)) Splitter {
 	switch f {
 	case FramingNDJSON:
-		return &LineParser{Handler: handler, MaxEventSize: maxEventSize}
+		return &LineParser{Handler: handler, MaxEventSize: maxEventSize, Budget: budget}
 	case FramingJSONArray:
-		return &ArrayParser{Handler: handler, MaxEventSize: maxEventSize}
+		return &ArrayParser{Handler: handler, MaxEventSize: maxEventSize, Budget: budget}
 	case FramingEventStream:
-		return &EventStreamParser{Handler: handler, MaxEventSize: maxEventSize}
+		return &EventStreamParser{Handler: handler, MaxEventSize: maxEventSize, Budget: budget}
 	}
-	return &Parser{Handler: handler, MaxEventSize: maxEventSize}
+	return &Parser{Handler: handler, MaxEventSize: maxEventSize, Budget: budget}
 }
 
 // Reader reads events from an io.Reader, one per call to Next.

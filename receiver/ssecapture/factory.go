@@ -99,6 +99,7 @@ func createDefaultConfig() component.Config {
 	ingest.NetAddr.Endpoint = defaultIngestEndpoint
 	ingest.ReadTimeout = defaultReadTimeout
 	ingest.ReadHeaderTimeout = defaultReadHeaderTimeout
+	ingest.CompressionAlgorithms = defaultIngestEncodings()
 	// Both listeners are off until configured; configuring one (even as an
 	// empty section) fills in these defaults.
 	return &Config{
@@ -154,3 +155,9 @@ func defaultChunkEvents() ChunkEventsConfig {
 func createTraces(_ context.Context, set receiver.Settings, cfg component.Config, next consumer.Traces) (receiver.Traces, error) {
 	return newReceiver(cfg.(*Config), set, next)
 }
+
+// defaultIngestEncodings are the request encodings ingest decodes unless
+// compression_algorithms says otherwise: those docs/ingest.md lists ("" is
+// an uncoded body), not every one confighttp knows (zlib, lz4 and
+// x-snappy-framed are off).
+func defaultIngestEncodings() []string { return []string{"", "gzip", "zstd", "snappy", "deflate"} }

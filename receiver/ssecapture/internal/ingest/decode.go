@@ -4,7 +4,6 @@
 package ingest
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -19,7 +18,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -133,35 +131,33 @@ type bodyDecoder struct {
 	*recordDecoder
 	ctx       context.Context
 	src       *readTracker
-	dec       *json.Decoder
+	sc        *jsonScanner
 	td        ptrace.Traces
 	byService map[string]ptrace.SpanSlice
 	rec       rawRecord
-	raw       json.RawMessage // reused for each value decoded whole
-	index     int             // the record being decoded
-	received  int64           // unix nanoseconds: when the request arrived
-	spent     int64           // estimated bytes of the spans so far
+	index     int   // the record being decoded
+	received  int64 // unix nanoseconds: when the request arrived
+	spent     int64 // estimated bytes of the spans so far
 	budget    int64
-	values    int
 	keeper    *figures.Keeper // for records past MaxChunkEvents
 }
 
 // decode accepts one JSON record, an array of records, or a stream of
-// records (NDJSON, or any whitespace between values). It stops at the first
-// fault, when ctx ends, or when a limit is passed, without reading further.
+// records (NDJSON, or any whitespace between values). It reads the body
+// once, front to back, and stops at the first fault, when ctx ends, or
+// when a limit is passed, without reading further.
 func (d *recordDecoder) decode(ctx context.Context, body io.Reader) (ptrace.Traces, int, *ingestError) {
-	src := &readTracker{r: &utf8Reader{r: body}}
+	src := &readTracker{r: body}
 	b := &bodyDecoder{
 		recordDecoder: d,
 		ctx:           ctx,
 		received:      d.now().UnixNano(),
 		src:           src,
-		dec:           json.NewDecoder(bufio.NewReaderSize(src, 32<<10)),
+		sc:            newJSONScanner(src),
 		td:            ptrace.NewTraces(),
 		byService:     map[string]ptrace.SpanSlice{},
 		budget:        budgetFactor * max(d.limits.MaxBody, 1<<20),
 	}
-	b.dec.UseNumber()
 	n, err := b.body()
 	if err != nil {
 		return ptrace.NewTraces(), 0, err
@@ -169,70 +165,112 @@ func (d *recordDecoder) decode(ctx context.Context, body io.Reader) (ptrace.Trac
 	return b.td, n, nil
 }
 
+// startsValue reports whether c begins a JSON value.
+func startsValue(c byte) bool {
+	return c == '{' || c == '[' || c == '"' || c == '-' || c >= '0' && c <= '9' || c == 't' || c == 'f' || c == 'n'
+}
+
+// more reads what follows an element of an array or object: true after a
+// comma, false at the closing bracket.
+func (b *bodyDecoder) more(closing byte, field string) (bool, *ingestError) {
+	c, err := b.sc.peek()
+	if err != nil {
+		return false, b.fail(b.sc.eofOr(err), field)
+	}
+	if c != ',' && c != closing {
+		return false, b.fail(b.sc.outside(c, "after an element"), field)
+	}
+	b.sc.pos++
+	return c == ',', nil
+}
+
+// open consumes the opening bracket that is next, and reports whether the
+// array or object is empty (its closing bracket consumed too).
+func (b *bodyDecoder) open(closing byte, field string) (bool, *ingestError) {
+	b.sc.pos++
+	c, err := b.sc.peek()
+	if err != nil {
+		return false, b.fail(b.sc.eofOr(err), field)
+	}
+	if c == closing {
+		b.sc.pos++
+		return true, nil
+	}
+	return false, nil
+}
+
 func (b *bodyDecoder) body() (int, *ingestError) {
-	t, err := b.dec.Token()
-	if errors.Is(err, io.EOF) && b.src.err == nil {
+	c, err := b.sc.peek()
+	if errors.Is(err, io.EOF) {
 		return 0, &ingestError{Status: http.StatusBadRequest, Message: "empty body: expected a JSON record, an array of records or NDJSON", Record: -1}
 	}
 	if err != nil {
 		return 0, b.fail(err, "")
 	}
-	if t == json.Delim('[') {
-		for b.dec.More() {
-			if t, err = b.dec.Token(); err != nil {
-				return 0, b.fail(err, "")
-			}
-			if err := b.record(t); err != nil {
+	if c != '[' {
+		for {
+			if err := b.record(); err != nil {
 				return 0, err
 			}
-		}
-		if _, err := b.token(""); err != nil { // the closing ]
-			return 0, err
-		}
-		if _, err := b.dec.Token(); !errors.Is(err, io.EOF) || b.src.err != nil {
-			if err == nil {
-				err = errors.New("data after the array")
+			_, err := b.sc.peek()
+			if errors.Is(err, io.EOF) {
+				return b.index, nil
 			}
-			return 0, b.fail(err, "")
+			if err != nil {
+				return 0, b.fail(err, "")
+			}
 		}
-		return b.index, nil
 	}
-	for {
-		if err := b.record(t); err != nil {
+	empty, ierr := b.open(']', "")
+	if ierr != nil {
+		return 0, ierr
+	}
+	for more := !empty; more; {
+		if err := b.record(); err != nil {
 			return 0, err
 		}
-		t, err = b.dec.Token()
-		if errors.Is(err, io.EOF) && b.src.err == nil {
-			return b.index, nil
-		}
-		if err != nil {
-			return 0, b.fail(err, "")
+		if more, ierr = b.more(']', ""); ierr != nil {
+			return 0, ierr
 		}
 	}
+	if _, err := b.sc.peek(); !errors.Is(err, io.EOF) {
+		if err == nil {
+			err = &syntaxError{"data after the array"}
+		}
+		return 0, b.fail(err, "")
+	}
+	return b.index, nil
 }
 
 func tooManyRecords(limit int) *ingestError {
 	return &ingestError{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("more than %d records", limit), Record: limit}
 }
 
-// record decodes the record that open begins (its first token, already
-// read), then validates it and appends its span.
-func (b *bodyDecoder) record(open json.Token) *ingestError {
+// record decodes the record that comes next, then validates it and
+// appends its span.
+func (b *bodyDecoder) record() *ingestError {
 	if b.index == b.limits.MaxRecords {
 		return tooManyRecords(b.limits.MaxRecords)
 	}
 	if err := b.ctx.Err(); err != nil {
 		return b.gone(err)
 	}
-	if open != json.Delim('{') {
-		return b.bad("", "a record must be a JSON object")
+	c, err := b.sc.peek()
+	if err != nil {
+		return b.fail(b.sc.eofOr(err), "")
+	}
+	if c != '{' {
+		if startsValue(c) {
+			return b.bad("", "a record must be a JSON object")
+		}
+		return b.fail(b.sc.outside(c, "looking for beginning of value"), "")
 	}
 	if err := b.parse(); err != nil {
 		return err
 	}
-	v, err := b.validate()
-	if err != nil {
-		return err
+	v, ierr := b.validate()
+	if ierr != nil {
+		return ierr
 	}
 	b.build(v)
 	b.index++
@@ -252,13 +290,10 @@ func (b *bodyDecoder) gone(err error) *ingestError {
 	return &ingestError{Status: http.StatusServiceUnavailable, Message: "decoding stopped: " + err.Error(), Record: -1}
 }
 
-// fail turns an error of the JSON decoder into the request's answer: the
-// body could not be read, or it is not well-formed JSON.
+// fail turns an error of the JSON scanner into the request's answer: the
+// body could not be read, or it is not well-formed JSON (or not UTF-8).
 func (b *bodyDecoder) fail(err error, field string) *ingestError {
 	if b.src.err != nil {
-		if errors.Is(b.src.err, errInvalidUTF8) {
-			return b.bad(field, "%v", errInvalidUTF8)
-		}
 		if _, ok := errors.AsType[*http.MaxBytesError](b.src.err); ok {
 			return &ingestError{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("request body exceeds %d bytes", b.limits.MaxBody), Record: -1}
 		}
@@ -267,26 +302,52 @@ func (b *bodyDecoder) fail(err error, field string) *ingestError {
 		}
 		return &ingestError{Status: http.StatusBadRequest, Message: "cannot read the request body: " + b.src.err.Error(), Record: -1}
 	}
+	if errors.Is(err, errInvalidUTF8) || errors.Is(err, errLoneSurrogate) {
+		return b.bad(field, "%v", err)
+	}
 	if errors.Is(err, io.EOF) {
 		err = io.ErrUnexpectedEOF
 	}
 	return &ingestError{Status: http.StatusBadRequest, Message: "malformed JSON: " + err.Error(), Record: b.index, Field: field}
 }
 
-// token reads the next token inside a record, checking the context now
-// and then.
+// token reads a scalar value as a json.Token: a string, json.Number, bool
+// or nil; an object or array is the json.Delim of its bracket, unread.
 func (b *bodyDecoder) token(field string) (json.Token, *ingestError) {
-	b.values++
-	if b.values%checkEvery == 0 {
-		if err := b.ctx.Err(); err != nil {
-			return nil, b.gone(err)
-		}
+	c, err := b.sc.peek()
+	if err != nil {
+		return nil, b.fail(b.sc.eofOr(err), field)
 	}
-	t, err := b.dec.Token()
+	switch {
+	case c == '"':
+		text, tooLong, err := b.sc.str(b.limits.MaxValueLen)
+		if err != nil {
+			return nil, b.fail(err, field)
+		}
+		if tooLong {
+			return nil, b.tooLarge(field, "longer than %d bytes", b.limits.MaxValueLen)
+		}
+		return string(text), nil
+	case c == '-' || c >= '0' && c <= '9':
+		text, err := b.sc.number()
+		if err != nil {
+			return nil, b.fail(err, field)
+		}
+		return json.Number(text), nil
+	case c == '{' || c == '[':
+		return json.Delim(c), nil
+	}
+	lit, err := b.sc.literal()
 	if err != nil {
 		return nil, b.fail(err, field)
 	}
-	return t, nil
+	switch lit {
+	case 't':
+		return true, nil
+	case 'f':
+		return false, nil
+	}
+	return nil, nil
 }
 
 // spend charges the memory budget.
@@ -319,142 +380,259 @@ func (r *rawRecord) has(field string) bool {
 
 var recordFields = [...]string{fieldTraceID, fieldSpanID, fieldParentSpanID, fieldName, fieldStart, fieldEnd, fieldAttributes, fieldChunkTimes, fieldChunkOffsets}
 
-// parse reads the fields of a record up to its closing brace: types, syntax
-// and the size limits, which stop the request as soon as they are passed.
+// maxFieldName bounds the key of a record field read whole: the longest
+// field name is far shorter.
+const maxFieldName = 64
+
+// fieldIndex returns the index of key in recordFields, or -1.
+func fieldIndex(key []byte) int {
+	for i, f := range recordFields {
+		if string(key) == f {
+			return i
+		}
+	}
+	return -1
+}
+
+// parse reads the fields of the record whose brace is next, up to its
+// closing brace: types, syntax and the size limits, which stop the
+// request as soon as they are passed.
 func (b *bodyDecoder) parse() *ingestError {
 	r := &b.rec
 	*r = rawRecord{times: r.times[:0]}
-	for {
-		t, err := b.token("")
+	empty, ierr := b.open('}', "")
+	if ierr != nil || empty {
+		return ierr
+	}
+	for more := true; more; {
+		c, err := b.sc.peek()
 		if err != nil {
-			return err
+			return b.fail(b.sc.eofOr(err), "")
 		}
-		if t == json.Delim('}') {
-			return nil
+		if c != '"' {
+			return b.fail(b.sc.outside(c, "looking for beginning of object key string"), "")
 		}
-		key, _ := t.(string) // json.Decoder only returns strings as keys
-		bit := slices.Index(recordFields[:], key)
-		if bit < 0 {
-			return b.bad(key, "unknown field")
+		text, tooLong, err := b.sc.str(maxFieldName)
+		if err != nil {
+			return b.fail(err, "")
 		}
+		bit := fieldIndex(text)
+		if tooLong || bit < 0 {
+			return b.bad(string(text), "unknown field")
+		}
+		key := recordFields[bit]
 		if r.seen&(1<<bit) != 0 {
 			return b.bad(key, "duplicate field")
 		}
 		r.seen |= 1 << bit
-		if key == fieldChunkTimes || key == fieldChunkOffsets {
-			if r.timesGiven || r.offsetsGiven {
-				return b.bad(fieldChunkOffsets, "give chunk_times_unix_nano or chunk_offsets_ms, not both")
-			}
-			r.timesGiven = key == fieldChunkTimes
-			r.offsetsGiven = key == fieldChunkOffsets
-			if err := b.chunks(key); err != nil {
-				return err
-			}
-			continue
+		if err := b.sc.next(':', "after object key"); err != nil {
+			return b.fail(err, key)
 		}
-		if t, err = b.token(key); err != nil {
+		if err := b.field(key); err != nil {
 			return err
 		}
-		if _, open := t.(json.Delim); open {
-			switch key {
-			case fieldTraceID:
-				return b.bad(key, "must be a string of 32 hex digits")
-			case fieldSpanID, fieldParentSpanID:
-				return b.bad(key, "must be a string of 16 hex digits")
-			case fieldStart, fieldEnd:
-				return b.bad(key, "must be a positive number of unix nanoseconds")
-			}
+		if more, ierr = b.more('}', ""); ierr != nil {
+			return ierr
 		}
-		switch key {
-		case fieldTraceID:
-			r.traceID = t
-		case fieldSpanID:
-			r.spanID = t
-		case fieldParentSpanID:
-			r.parent = t
-		case fieldStart:
-			r.start = t
-		case fieldEnd:
-			r.end = t
-		case fieldName:
-			s, ok := t.(string)
-			if !ok || s == "" {
-				return b.bad(fieldName, "required: a non-empty string such as \"chat gpt-4o\"")
-			}
-			if len(s) > b.limits.MaxValueLen {
-				return b.tooLarge(fieldName, "longer than %d bytes", b.limits.MaxValueLen)
-			}
-			r.name = s
-		case fieldAttributes:
-			if err := b.attributes(t); err != nil {
-				return err
-			}
-		}
-		// Every field above has read its whole value, or failed.
 	}
+	return nil
 }
 
-// chunks reads a chunk time array whole (the decoder has checked its
-// syntax; it is no longer than max_request_body) and parses it without
-// building a value per element: one reused buffer, then the numbers.
-func (b *bodyDecoder) chunks(field string) *ingestError {
-	raw, err := b.rawValue(field)
+// field reads the value of the record field key.
+func (b *bodyDecoder) field(key string) *ingestError {
+	r := &b.rec
+	switch key {
+	case fieldChunkTimes, fieldChunkOffsets:
+		if r.timesGiven || r.offsetsGiven {
+			return b.bad(fieldChunkOffsets, "give chunk_times_unix_nano or chunk_offsets_ms, not both")
+		}
+		r.timesGiven = key == fieldChunkTimes
+		r.offsetsGiven = key == fieldChunkOffsets
+		return b.chunks(key)
+	case fieldAttributes:
+		return b.attributes()
+	}
+	t, err := b.token(key)
 	if err != nil {
 		return err
 	}
-	parse := parseNanosRaw
-	if field == fieldChunkOffsets {
-		parse = parseMillisRaw
+	if _, open := t.(json.Delim); open {
+		switch key {
+		case fieldTraceID:
+			return b.bad(key, "must be a string of 32 hex digits")
+		case fieldSpanID, fieldParentSpanID:
+			return b.bad(key, "must be a string of 16 hex digits")
+		case fieldStart, fieldEnd:
+			return b.bad(key, "must be a positive number of unix nanoseconds")
+		}
 	}
+	switch key {
+	case fieldTraceID:
+		r.traceID = t
+	case fieldSpanID:
+		r.spanID = t
+	case fieldParentSpanID:
+		r.parent = t
+	case fieldStart:
+		r.start = t
+	case fieldEnd:
+		r.end = t
+	case fieldName:
+		s, ok := t.(string)
+		if !ok || s == "" {
+			return b.bad(fieldName, "required: a non-empty string such as \"chat gpt-4o\"")
+		}
+		r.name = s
+	}
+	return nil
+}
+
+// maxChunkString bounds a chunk time given as a string: no decimal time
+// needs more.
+const maxChunkString = 64
+
+// chunks reads a chunk time array as it comes, without building a value
+// per element: records may carry a hundred thousand chunk times.
+func (b *bodyDecoder) chunks(field string) *ingestError {
 	r := &b.rec
-	out, perr := numberArray(raw, b.limits.MaxChunks, r.times[:0], parse)
-	if errors.Is(perr, errTooManyChunks) {
-		return b.tooLarge(field, "more than %d chunk times", b.limits.MaxChunks)
+	c, err := b.sc.peek()
+	if err != nil {
+		return b.fail(b.sc.eofOr(err), field)
 	}
-	if perr != nil {
-		return b.bad(field, "%v", perr)
+	if c != '[' {
+		if c == 'n' {
+			if _, err := b.sc.literal(); err != nil {
+				return b.fail(err, field)
+			}
+			r.times = r.times[:0]
+			return nil
+		}
+		if startsValue(c) {
+			return b.bad(field, "must be an array")
+		}
+		return b.fail(b.sc.outside(c, "looking for beginning of value"), field)
+	}
+	millis := field == fieldChunkOffsets
+	out := r.times[:0]
+	empty, ierr := b.open(']', field)
+	if ierr != nil {
+		return ierr
+	}
+	for more := !empty; more; {
+		if len(out) == b.limits.MaxChunks {
+			return b.tooLarge(field, "more than %d chunk times", b.limits.MaxChunks)
+		}
+		if len(out)%checkEvery == checkEvery-1 {
+			if err := b.ctx.Err(); err != nil {
+				return b.gone(err)
+			}
+		}
+		v, ierr := b.chunkTime(field, len(out), millis)
+		if ierr != nil {
+			return ierr
+		}
+		out = append(out, v)
+		if more, ierr = b.more(']', field); ierr != nil {
+			return ierr
+		}
 	}
 	r.times = out
 	return b.spend(field, costEvent*len(out))
 }
 
-// rawValue reads the next whole value into the decoder's reused buffer.
-func (b *bodyDecoder) rawValue(field string) ([]byte, *ingestError) {
-	b.values++
-	if b.values%checkEvery == 0 {
-		if err := b.ctx.Err(); err != nil {
-			return nil, b.gone(err)
+// chunkTime reads element n of a chunk time array: unix nanoseconds, or
+// with millis a millisecond offset as the bits of a float64 (the offsets
+// share the times' buffer until the start time is known).
+func (b *bodyDecoder) chunkTime(field string, n int, millis bool) (int64, *ingestError) {
+	c, err := b.sc.peek()
+	if err != nil {
+		return 0, b.fail(b.sc.eofOr(err), field)
+	}
+	var v int64
+	var perr error
+	switch {
+	case c == '"':
+		text, tooLong, serr := b.sc.str(maxChunkString)
+		if serr != nil {
+			return 0, b.fail(serr, field)
 		}
+		if tooLong {
+			return 0, b.bad(field, "element %d: a string of more than %d bytes is no time", n, maxChunkString)
+		}
+		if millis {
+			if !decimalMillis(text) {
+				return 0, b.bad(field, "element %d: %q is not a string of decimal milliseconds such as \"12.5\"", n, text)
+			}
+			var ms float64
+			ms, perr = parseMillis(text)
+			v = int64(math.Float64bits(ms))
+		} else {
+			v, perr = parseNanos(string(text))
+		}
+	case c == '-' || c >= '0' && c <= '9':
+		text, serr := b.sc.number()
+		if serr != nil {
+			return 0, b.fail(serr, field)
+		}
+		if millis {
+			var ms float64
+			ms, perr = parseMillis(text)
+			v = int64(math.Float64bits(ms))
+		} else {
+			v, perr = parseNanosNumber(text)
+		}
+	case startsValue(c):
+		return 0, b.bad(field, "element %d: must be a number or a decimal string", n)
+	default:
+		return 0, b.fail(b.sc.outside(c, "looking for beginning of value"), field)
 	}
-	b.raw = b.raw[:0]
-	if err := b.dec.Decode(&b.raw); err != nil {
-		return nil, b.fail(err, field)
+	err = perr
+	if err != nil {
+		return 0, b.bad(field, "element %d: %v", n, err)
 	}
-	return b.raw, nil
+	return v, nil
 }
 
-// attributes reads the attribute object whose first token is open into a
-// map: duplicate keys are found by the map, in constant time.
-func (b *bodyDecoder) attributes(open json.Token) *ingestError {
-	if open != json.Delim('{') {
-		return b.bad(fieldAttributes, "must be an object of attribute values")
+// attributes reads the attribute object that comes next into a map:
+// duplicate keys are found by the map, in constant time.
+func (b *bodyDecoder) attributes() *ingestError {
+	c, err := b.sc.peek()
+	if err != nil {
+		return b.fail(b.sc.eofOr(err), fieldAttributes)
+	}
+	if c != '{' {
+		if startsValue(c) {
+			return b.bad(fieldAttributes, "must be an object of attribute values")
+		}
+		return b.fail(b.sc.outside(c, "looking for beginning of value"), fieldAttributes)
 	}
 	r := &b.rec
 	r.attrs = map[string]any{}
-	for {
-		t, err := b.token(fieldAttributes)
+	empty, ierr := b.open('}', fieldAttributes)
+	if ierr != nil || empty {
+		return ierr
+	}
+	for more := true; more; {
+		c, err := b.sc.peek()
 		if err != nil {
-			return err
+			return b.fail(b.sc.eofOr(err), fieldAttributes)
 		}
-		if t == json.Delim('}') {
-			return nil
+		if c != '"' {
+			return b.fail(b.sc.outside(c, "looking for beginning of object key string"), fieldAttributes)
 		}
-		key, _ := t.(string)
 		if len(r.attrs) == b.limits.MaxAttrs {
 			return b.tooLarge(fieldAttributes, "more than %d attributes", b.limits.MaxAttrs)
 		}
-		if len(key) > b.limits.MaxValueLen {
+		text, tooLong, err := b.sc.str(b.limits.MaxValueLen)
+		if err != nil {
+			return b.fail(err, fieldAttributes)
+		}
+		if tooLong {
 			return b.tooLarge(fieldAttributes, "an attribute key longer than %d bytes", b.limits.MaxValueLen)
+		}
+		key := string(text)
+		if err := b.sc.next(':', "after object key"); err != nil {
+			return b.fail(err, fieldAttributes+"."+key)
 		}
 		if err := b.attribute(key); err != nil {
 			// The field is named here, not for every attribute read.
@@ -463,7 +641,11 @@ func (b *bodyDecoder) attributes(open json.Token) *ingestError {
 			}
 			return err
 		}
+		if more, ierr = b.more('}', fieldAttributes); ierr != nil {
+			return ierr
+		}
 	}
+	return nil
 }
 
 // attribute reads the value of one attribute; its errors leave the field
@@ -476,11 +658,7 @@ func (b *bodyDecoder) attribute(key string) *ingestError {
 	if err := b.spend("", costAttribute+len(key)); err != nil {
 		return err
 	}
-	raw, err := b.rawValue("")
-	if err != nil {
-		return err
-	}
-	v, err := b.value("", raw)
+	v, err := b.value("")
 	if err != nil {
 		return err
 	}
@@ -488,32 +666,37 @@ func (b *bodyDecoder) attribute(key string) *ingestError {
 	return nil
 }
 
-// value converts one attribute value, given whole: a string, number or
-// boolean, or a homogeneous array of them.
-func (b *bodyDecoder) value(field string, raw []byte) (any, *ingestError) {
-	if raw[0] != '[' {
-		v, err := b.scalar(field, raw)
+// value converts one attribute value: a string, number or boolean, or a
+// homogeneous array of them.
+func (b *bodyDecoder) value(field string) (any, *ingestError) {
+	c, err := b.sc.peek()
+	if err != nil {
+		return nil, b.fail(b.sc.eofOr(err), field)
+	}
+	if c != '[' {
+		v, err := b.scalar(field, c)
 		if err == nil && v == nil {
 			err = b.bad(field, "must be a string, number, boolean or an array of them")
 		}
 		return v, err
 	}
-	sub := json.NewDecoder(bytes.NewReader(raw))
-	_, _ = sub.Token() // [
 	elems := []any{}
 	hasDouble := false
-	var elem json.RawMessage
-	for sub.More() {
+	empty, ierr := b.open(']', field)
+	if ierr != nil {
+		return nil, ierr
+	}
+	for more := !empty; more; {
 		if len(elems) == b.limits.MaxValueLen {
 			return nil, b.tooLarge(field, "array of more than %d elements", b.limits.MaxValueLen)
 		}
-		elem = elem[:0]
-		if err := sub.Decode(&elem); err != nil {
-			return nil, b.bad(field, "%v", err)
-		}
-		e, err := b.scalar(field, elem)
+		c, err := b.sc.peek()
 		if err != nil {
-			return nil, err
+			return nil, b.fail(b.sc.eofOr(err), field)
+		}
+		e, ierr := b.scalar(field, c)
+		if ierr != nil {
+			return nil, ierr
 		}
 		if e == nil {
 			return nil, b.bad(field, "arrays must hold strings, numbers or booleans")
@@ -527,6 +710,9 @@ func (b *bodyDecoder) value(field string, raw []byte) (any, *ingestError) {
 		_, isDouble := e.(float64)
 		hasDouble = hasDouble || isDouble
 		elems = append(elems, e)
+		if more, ierr = b.more(']', field); ierr != nil {
+			return nil, ierr
+		}
 	}
 	// OTLP arrays are homogeneous: [1, 2.5] becomes doubles.
 	if hasDouble {
@@ -539,43 +725,48 @@ func (b *bodyDecoder) value(field string, raw []byte) (any, *ingestError) {
 	return elems, nil
 }
 
-// scalar converts a whole scalar value; it returns nil, nil for a value
-// that is not one (null, an object or an array).
-func (b *bodyDecoder) scalar(field string, raw []byte) (any, *ingestError) {
-	switch raw[0] {
-	case '"':
-		s := unquote(raw)
-		if len(s) > b.limits.MaxValueLen {
+// scalar reads a scalar value whose first byte, c, is next; it returns
+// nil, nil, reading nothing, for a value that is not one (an object or an
+// array), and nil, nil for null.
+func (b *bodyDecoder) scalar(field string, c byte) (any, *ingestError) {
+	switch {
+	case c == '"':
+		text, tooLong, err := b.sc.str(b.limits.MaxValueLen)
+		if err != nil {
+			return nil, b.fail(err, field)
+		}
+		if tooLong {
 			return nil, b.tooLarge(field, "string longer than %d bytes", b.limits.MaxValueLen)
 		}
+		s := string(text)
 		return s, b.spend(field, len(s))
+	case c == '-' || c >= '0' && c <= '9':
+		text, err := b.sc.number()
+		if err != nil {
+			return nil, b.fail(err, field)
+		}
+		if n, err := strconv.ParseInt(string(text), 10, 64); err == nil {
+			return n, nil
+		}
+		f, err := strconv.ParseFloat(string(text), 64)
+		if err != nil {
+			return nil, b.bad(field, "number %s is out of range", text)
+		}
+		return f, nil
+	case c == '{' || c == '[':
+		return nil, nil
+	}
+	lit, err := b.sc.literal()
+	if err != nil {
+		return nil, b.fail(err, field)
+	}
+	switch lit {
 	case 't':
 		return true, nil
 	case 'f':
 		return false, nil
-	case 'n', '{', '[':
-		return nil, nil
 	}
-	if n, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
-		return n, nil
-	}
-	f, err := strconv.ParseFloat(string(raw), 64)
-	if err != nil {
-		return nil, b.bad(field, "number %s is out of range", raw)
-	}
-	return f, nil
-}
-
-// unquote decodes a JSON string the decoder has already checked. Without
-// escapes or invalid UTF-8 it is the bytes between the quotes.
-func unquote(raw []byte) string {
-	inner := raw[1 : len(raw)-1]
-	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
-		return string(inner)
-	}
-	var s string
-	_ = json.Unmarshal(raw, &s)
-	return s
+	return nil, nil
 }
 
 func sameKind(a, b any) bool {
@@ -860,26 +1051,63 @@ func digits(s string) bool {
 	return true
 }
 
-var errTooManyChunks = errors.New("too many chunk times")
-
-func parseNanosRaw(raw []byte) (int64, error) { return parseNanos(raw) }
-
-// parseMillisRaw reads a millisecond offset as the bits of a float64: the
-// offsets share the chunk times' buffer until the start time is known.
-func parseMillisRaw(raw []byte) (int64, error) {
-	ms, err := parseMillis(raw)
-	return int64(math.Float64bits(ms)), err
+// parseNanosNumber reads unix nanoseconds given as a JSON number, whose
+// grammar the scanner checked: plain digits at once, anything else (a
+// fraction, an exponent, a sign) as parseNanos reads it.
+func parseNanosNumber(text []byte) (int64, error) {
+	if len(text) == 0 || len(text) > 18 {
+		return parseNanos(text)
+	}
+	var v int64
+	for _, c := range text {
+		if c < '0' || c > '9' {
+			return parseNanos(text)
+		}
+		v = v*10 + int64(c-'0')
+	}
+	if v <= 0 {
+		return parseNanos(text)
+	}
+	return v, nil
 }
 
-// parseMillis reads a millisecond offset, a whole raw value: a JSON number,
-// finite and not negative, or a string of decimal digits with an optional
-// fraction ("12.5"; not "1e3", "+1" or "Infinity", as the JSON Schema says).
-func parseMillis(raw []byte) (float64, error) {
-	if len(raw) >= 2 && raw[0] == '"' {
-		raw = raw[1 : len(raw)-1]
-		if !decimalMillis(raw) {
-			return 0, fmt.Errorf("%q is not a string of decimal milliseconds such as \"12.5\"", raw)
+// pow10 holds the powers of ten a float64 holds exactly.
+var pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22}
+
+// fastMillis reads digits with an optional fraction ("120.5") of at most
+// 15 significant digits exactly as strconv.ParseFloat does: the mantissa
+// and the power of ten are both exact float64s, so one division rounds
+// correctly. ok is false for anything else.
+func fastMillis(text []byte) (float64, bool) {
+	var mantissa uint64
+	digits, frac := 0, -1
+	for i, c := range text {
+		switch {
+		case c >= '0' && c <= '9':
+			mantissa = mantissa*10 + uint64(c-'0')
+			digits++
+		case c == '.' && frac < 0 && i > 0:
+			frac = i
+		default:
+			return 0, false
 		}
+	}
+	if digits == 0 || digits > 15 || frac == len(text)-1 {
+		return 0, false
+	}
+	if frac < 0 {
+		return float64(mantissa), true
+	}
+	return float64(mantissa) / pow10[len(text)-1-frac], true
+}
+
+// parseMillis reads a millisecond offset: the text of a JSON number, finite
+// and not negative, or of a string that decimalMillis accepted (decimal
+// digits with an optional fraction, "12.5"; not "1e3", "+1" or "Infinity",
+// as the JSON Schema says).
+func parseMillis(raw []byte) (float64, error) {
+	if ms, ok := fastMillis(raw); ok {
+		return ms, nil
 	}
 	ms, err := strconv.ParseFloat(string(raw), 64)
 	if err != nil || math.IsNaN(ms) || math.IsInf(ms, 0) || ms < 0 {
@@ -905,75 +1133,4 @@ func tokenText(t json.Token) string {
 	default:
 		return fmt.Sprint(v)
 	}
-}
-
-// numberArray reads a JSON array of numbers or strings without building a
-// value per element: records may carry a hundred thousand chunk times.
-func numberArray(raw []byte, limit int, out []int64, parse func([]byte) (int64, error)) ([]int64, error) {
-	i := skipSpace(raw, 0)
-	if i >= len(raw) || raw[i] != '[' {
-		if bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
-			return nil, nil
-		}
-		return nil, errors.New("must be an array")
-	}
-	i = skipSpace(raw, i+1)
-	if i < len(raw) && raw[i] == ']' {
-		return out, nil
-	}
-	for {
-		i = skipSpace(raw, i)
-		if i >= len(raw) {
-			return nil, errors.New("unterminated array")
-		}
-		startTok := i
-		if raw[i] == '"' {
-			i++
-			for i < len(raw) && raw[i] != '"' {
-				i++
-			}
-			i++
-		} else {
-			for i < len(raw) && !isDelimiter(raw[i]) {
-				i++
-			}
-		}
-		if i > len(raw) || startTok == i {
-			return nil, fmt.Errorf("element %d: malformed", len(out))
-		}
-		if len(out) == limit {
-			return nil, errTooManyChunks
-		}
-		v, err := parse(raw[startTok:i])
-		if err != nil {
-			return nil, fmt.Errorf("element %d: %w", len(out), err)
-		}
-		out = append(out, v)
-		i = skipSpace(raw, i)
-		if i >= len(raw) {
-			return nil, errors.New("unterminated array")
-		}
-		switch raw[i] {
-		case ',':
-			i++
-		case ']':
-			if skipSpace(raw, i+1) != len(raw) {
-				return nil, errors.New("trailing data after the array")
-			}
-			return out, nil
-		default:
-			return nil, fmt.Errorf("element %d: expected , or ]", len(out)-1)
-		}
-	}
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-func isDelimiter(c byte) bool {
-	return c == ',' || c == ']' || c == ' ' || c == '\t' || c == '\n' || c == '\r'
 }

@@ -6,10 +6,12 @@ package ingest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 // benchShapes are request bodies of about 1 MB, one per shape of input.
@@ -100,4 +102,71 @@ func BenchmarkDecodeShapes(b *testing.B) {
 			}
 		})
 	}
+}
+
+// benchRecordsBody is BenchmarkDecodeRecords' body: 100 records of 100
+// chunk offsets each.
+func benchRecordsBody() []byte {
+	var sb strings.Builder
+	sb.WriteString("[")
+	for i := range 100 {
+		if i > 0 {
+			sb.WriteString(",")
+		}
+		sb.WriteString(`{"name":"chat gpt-4o","start_time_unix_nano":1790000000000000000,"attributes":{"gen_ai.request.model":"gpt-4o","gen_ai.provider.name":"openai"},"chunk_offsets_ms":[`)
+		for j := range 100 {
+			if j > 0 {
+				sb.WriteString(",")
+			}
+			sb.WriteString("120.5")
+		}
+		sb.WriteString("]}")
+	}
+	sb.WriteString("]")
+	return []byte(sb.String())
+}
+
+// plainRecord is an ingest record as plain Go types: what encoding/json
+// decodes the body into, without any of the decoder's checks or spans.
+type plainRecord struct {
+	Name       string         `json:"name"`
+	Start      int64          `json:"start_time_unix_nano"`
+	Attributes map[string]any `json:"attributes"`
+	Offsets    []float64      `json:"chunk_offsets_ms"`
+}
+
+// BenchmarkDecodeVersusJSON decodes BenchmarkDecodeRecords' body into spans
+// and, in the same run, with encoding/json into plain structs, and reports
+// per chunk the decoder's time, its allocations and the ratio of the two
+// times (ratio-vs-json; the goal is at most 1).
+func BenchmarkDecodeVersusJSON(b *testing.B) {
+	body := benchRecordsBody()
+	const chunks = 100 * 100
+	d := testDecoder(1000, 1000)
+	b.ReportAllocs()
+	var jsonNs, decNs float64
+	var allocs uint64
+	for b.Loop() {
+		t0 := time.Now()
+		var recs []plainRecord
+		if err := json.Unmarshal(body, &recs); err != nil || len(recs) != 100 {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		t2 := time.Now()
+		if _, _, err := d.decodeBytes(body); err != nil {
+			b.Fatal(err)
+		}
+		t3 := time.Now()
+		runtime.ReadMemStats(&after)
+		jsonNs += float64(t1.Sub(t0).Nanoseconds())
+		decNs += float64(t3.Sub(t2).Nanoseconds())
+		allocs += after.Mallocs - before.Mallocs
+	}
+	b.ReportMetric(decNs/float64(b.N)/chunks, "ns/chunk")
+	b.ReportMetric(jsonNs/float64(b.N)/chunks, "json-ns/chunk")
+	b.ReportMetric(decNs/jsonNs, "ratio-vs-json")
+	b.ReportMetric(float64(allocs)/float64(b.N)/chunks, "allocs/chunk")
 }

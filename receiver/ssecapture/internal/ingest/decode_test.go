@@ -136,6 +136,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"both chunk fields", `{"name":"a",` + start + `,"chunk_times_unix_nano":[],"chunk_offsets_ms":[]}`, http.StatusBadRequest, 0, "chunk_offsets_ms", "not both"},
 		{"chunk times not array", `{"name":"a",` + start + `,"chunk_times_unix_nano":5}`, http.StatusBadRequest, 0, "chunk_times_unix_nano", "array"},
 		{"zero chunk time", `{"name":"a",` + start + `,"chunk_times_unix_nano":[1, 0]}`, http.StatusBadRequest, 0, "chunk_times_unix_nano", "element 1"},
+		{"quoted chunk time not digits", `{"name":"a",` + start + `,"chunk_times_unix_nano":["1790000000000000001", "17e8"]}`, http.StatusBadRequest, 0, "chunk_times_unix_nano", "element 1"},
 		{"bool chunk time", `{"name":"a",` + start + `,"chunk_times_unix_nano":[true]}`, http.StatusBadRequest, 0, "chunk_times_unix_nano", "element 0"},
 		{"negative offset", `{"name":"a",` + start + `,"chunk_offsets_ms":[-1]}`, http.StatusBadRequest, 0, "chunk_offsets_ms", "non-negative"},
 		{"unterminated chunk array", `{"name":"a",` + start + `,"chunk_offsets_ms":[1,}`, http.StatusBadRequest, 0, "chunk_offsets_ms", "malformed JSON"},

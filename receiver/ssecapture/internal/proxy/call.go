@@ -77,7 +77,7 @@ type callDeps struct {
 	// events apart; keepGapsAbove is the keeper's gap (figures.Keeper).
 	maxEvents     int
 	keepGapsAbove time.Duration
-	// frameBudget bounds the SSE frame buffers of every stream together.
+	// frameBudget bounds the frame buffers of every stream together.
 	frameBudget   *sse.SharedBudget
 	provider      string // configured; empty infers it from the request path
 	service       string // service.name of every span's resource
@@ -220,16 +220,12 @@ func (c *call) response(resp *http.Response) {
 	if framing, ok := llmstream.StreamFraming(c.shape, c.req.Stream, resp.StatusCode, mediaType); ok {
 		c.streaming = true
 		b := &streamTee{rc: resp.Body, c: c}
-		parser := sse.NewSplitter(framing, 0, b.onEvent)
-		if p, ok := parser.(*sse.Parser); ok && c.d.frameBudget != nil {
-			// SSE frames draw on the receiver's frame budget; NDJSON lines and
-			// array elements are bounded per stream by the parser's own cap.
-			p.Budget = c.d.frameBudget
+		// Every framing's unfinished frames draw on the receiver's frame budget.
+		var budget sse.Budget
+		if c.d.frameBudget != nil {
+			budget = c.d.frameBudget
 		}
-		if p, ok := parser.(*sse.EventStreamParser); ok && c.d.frameBudget != nil {
-			p.Budget = c.d.frameBudget
-		}
-		b.parser = parser
+		b.parser = sse.NewBudgetedSplitter(framing, 0, budget, b.onEvent)
 		b.coded(coding, decodable)
 		resp.Body = b
 		if c.guard != nil {

@@ -69,8 +69,9 @@ type Settings struct {
 	MaxChunkEvents int
 	KeepGapsAbove  time.Duration
 	// FrameBufferBytes bounds the bytes the streams together buffer for
-	// unfinished SSE frames, past a free 64 KiB a buffer (sse.Parser's
-	// Budget); zero leaves them bounded per stream only.
+	// unfinished frames (SSE events, NDJSON lines, JSON array elements),
+	// past a free 64 KiB a buffer (sse.Budget); zero leaves them bounded
+	// per stream only.
 	FrameBufferBytes int64
 	// Guard, when set, guards streaming calls (see package guard).
 	Guard *guard.Guard
@@ -230,7 +231,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	ep := llmstream.ParseEndpoint(r.URL.Path)
+	ep := llmstream.ParseEndpoint(r.URL.Path).OnHost(p.upstream.Hostname())
 	if ep.Shape == llmstream.ShapeUnknown || r.Method != http.MethodPost {
 		// Not an LLM call we understand (model lists, files...): forwarded
 		// as it is, without a span.
