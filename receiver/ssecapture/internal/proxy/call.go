@@ -28,6 +28,7 @@ import (
 	"github.com/streamstall/streamstall/internal/semconv"
 	"github.com/streamstall/streamstall/internal/sse"
 	"github.com/streamstall/streamstall/internal/truncate"
+	"github.com/streamstall/streamstall/receiver/ssecapture/internal/frames"
 	"github.com/streamstall/streamstall/receiver/ssecapture/internal/metadata"
 )
 
@@ -213,18 +214,10 @@ func (c *call) injectTraceContext(h http.Header) {
 func (c *call) response(resp *http.Response) {
 	c.status = resp.StatusCode
 	mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	coding, decodable := responseCoding(resp.Header.Values("Content-Encoding"))
+	coding, decodable := frames.ResponseCoding(resp.Header.Values("Content-Encoding"))
 	if framing, ok := llmstream.StreamFraming(c.shape, c.req.Stream, resp.StatusCode, mediaType); ok {
 		c.streaming = true
-		b := &streamTee{rc: resp.Body, c: c}
-		parser := sse.NewSplitter(framing, 0, b.onEvent)
-		if p, ok := parser.(*sse.Parser); ok && c.d.frameBudget != nil {
-			// SSE frames draw on the receiver's frame budget; NDJSON lines and
-			// array elements are bounded per stream by the parser's own cap.
-			p.Budget = c.d.frameBudget
-		}
-		b.parser = parser
-		b.coded(coding, decodable)
+		b := newStreamTee(c, resp.Body, framing, coding, decodable)
 		resp.Body = b
 		if c.guard != nil {
 			c.guard.watch(b)
