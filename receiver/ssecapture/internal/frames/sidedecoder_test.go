@@ -76,7 +76,6 @@ func pullDecode(coding string, body []byte) []byte {
 	return out
 }
 
-
 // BenchmarkSideDecoder: the decoding cost of a gzip stream of chat frames,
 // flushed frame by frame as an upstream sends them, and of a bomb (zeros)
 // up to the default limit. b.SetBytes counts decoded bytes.
