@@ -83,10 +83,15 @@ func (s *scripted) none(t *testing.T) {
 
 // stream answers with an open event stream; the test writes its frames.
 func (uc *upstreamCall) stream(frames ...string) {
+	uc.streamWith(http.Header{"Content-Type": {"text/event-stream"}}, frames...)
+}
+
+// streamWith is stream with the response headers h.
+func (uc *upstreamCall) streamWith(h http.Header, frames ...string) {
 	pr, pw := io.Pipe()
 	context.AfterFunc(uc.req.Context(), func() { pw.CloseWithError(context.Cause(uc.req.Context())) })
 	uc.w, uc.q = pw, make(chan string, 64)
-	uc.resp <- &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: pr, Request: uc.req}
+	uc.resp <- &http.Response{StatusCode: http.StatusOK, Header: h, Body: pr, Request: uc.req}
 	go func() {
 		// A pipe write waits for its reader: the frames go out from here,
 		// in order, while the test goes on.
