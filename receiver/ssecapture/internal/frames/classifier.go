@@ -30,7 +30,9 @@ type Options struct {
 }
 
 // Handler takes each frame, stamped with the arrival of the read that
-// completed it; err is Classify's (the frame is then KindMeta).
+// completed it; err is Classify's (the frame is then KindMeta). The frame
+// is only valid during the call: the classifier reuses it, so that a frame
+// costs no allocation of its own.
 type Handler func(f *llmstream.Frame, at int64, err error)
 
 // Classifier classifies the frames of one streamed body, fed read by read.
@@ -41,10 +43,12 @@ type Classifier struct {
 	split   sse.Splitter
 	decoder *sideDecoder // nil when the body is not coded
 	handle  Handler
+	frame   llmstream.Frame
 	at      int64
 	// lineOpen: the bytes parsed so far end in the middle of a line.
 	lineOpen bool
 	closed   bool
+	stopped  bool
 }
 
 // New returns the classifier of a body as o describes it.
@@ -80,9 +84,18 @@ func (c *Classifier) feed(p []byte) {
 }
 
 func (c *Classifier) onEvent(ev *sse.Event) {
-	f, err := llmstream.Classify(c.shape, ev)
-	c.handle(&f, c.at, err)
+	if c.stopped {
+		return
+	}
+	var err error
+	c.frame, err = llmstream.Classify(c.shape, ev)
+	c.handle(&c.frame, c.at, err)
 }
+
+// Stop ends the classification: the frames after the one being handled,
+// in the write under way too, are not classified (a reader that has seen
+// what it waited for spends nothing on the rest).
+func (c *Classifier) Stop() { c.stopped = true }
 
 // Blind reports whether the classifier no longer reads frames: the decoder
 // stopped (the decoded limit, a corrupt body, or the coding's end).

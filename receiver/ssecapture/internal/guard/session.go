@@ -421,10 +421,8 @@ func (s *Session) scan(rd *reader, resp *http.Response, framing sse.Framing) (ev
 	if s.Budget != nil {
 		o.Budget = s.Budget
 	}
-	cls := frames.New(o, func(f *llmstream.Frame, at int64, _ error) {
-		if state != undecided {
-			return // the rest of the read is held as it is
-		}
+	var cls *frames.Classifier
+	cls = frames.New(o, func(f *llmstream.Frame, at int64, _ error) {
 		rd.meta.Merge(&f.Meta)
 		switch f.Kind {
 		case llmstream.KindContent:
@@ -435,7 +433,9 @@ func (s *Session) scan(rd *reader, resp *http.Response, framing sse.Framing) (ev
 			state = failed
 		default:
 			rd.frames = append(rd.frames, Frame{At: at, Kind: f.Kind})
+			return
 		}
+		cls.Stop() // the rest of the read is held as it is
 	})
 	defer func() { _ = cls.Close(false) }()
 	body := resp.Body
