@@ -225,28 +225,30 @@ func TestGuardReadsDecodedFrames(t *testing.T) {
 
 	// Row 4: past the 1 MiB an attempt may hold before content, the stream
 	// is committed and still framed and watched: its stall is ended.
+	instructions := strings.Repeat("i", 600_000)
 	preambles := []struct {
 		name, model, path, body string
-		preamble                func(model string) string
-		content                 string
+		preamble, content       string
 	}{
-		{"comments", "frames-comments", "/v1/chat/completions", chatBody("frames-comments"),
-			func(string) string { return strings.Repeat(": "+strings.Repeat("x", 1000)+"\n\n", 1600) }, ""},
-		{"role deltas", "frames-roles", "/v1/chat/completions", chatBody("frames-roles"),
-			func(string) string {
-				return strings.Repeat(`data: {"id":"c1","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}`+"\n\n", 16000)
-			}, chunkFrame("frames-roles", "late")},
-		{"responses echoing 600 KB of instructions", "frames-responses", "/v1/responses",
-			`{"model":"frames-responses","stream":true,"input":"hi"}`,
-			func(string) string {
-				instr := strings.Repeat("i", 600_000)
-				return fmt.Sprintf("event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"resp_1\",\"status\":\"in_progress\",\"instructions\":%q}}\n\n", instr) +
-					fmt.Sprintf("event: response.in_progress\ndata: {\"type\":\"response.in_progress\",\"sequence_number\":1,\"response\":{\"id\":\"resp_1\",\"status\":\"in_progress\",\"instructions\":%q}}\n\n", instr)
-			}, ""},
+		{
+			name: "comments", model: "frames-comments", path: "/v1/chat/completions", body: chatBody("frames-comments"),
+			preamble: strings.Repeat(": "+strings.Repeat("x", 1000)+"\n\n", 1600),
+		},
+		{
+			name: "role deltas", model: "frames-roles", path: "/v1/chat/completions", body: chatBody("frames-roles"),
+			preamble: strings.Repeat(`data: {"id":"c1","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}`+"\n\n", 16000),
+			content:  chunkFrame("frames-roles", "late"),
+		},
+		{
+			name: "responses echoing 600 KB of instructions", model: "frames-responses", path: "/v1/responses",
+			body: `{"model":"frames-responses","stream":true,"input":"hi"}`,
+			preamble: fmt.Sprintf("event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"resp_1\",\"status\":\"in_progress\",\"instructions\":%q}}\n\n", instructions) +
+				fmt.Sprintf("event: response.in_progress\ndata: {\"type\":\"response.in_progress\",\"sequence_number\":1,\"response\":{\"id\":\"resp_1\",\"status\":\"in_progress\",\"instructions\":%q}}\n\n", instructions),
+		},
 	}
 	for _, tt := range preambles {
 		t.Run("past the held bound, "+tt.name+" are watched", func(t *testing.T) {
-			pre := tt.preamble(tt.model)
+			pre := tt.preamble
 			primary.script(tt.model, func(w http.ResponseWriter, r *http.Request) {
 				flushed(w, pre)
 				if tt.content != "" {

@@ -30,12 +30,18 @@ var codings = []struct {
 	encoder func(io.Writer) flusher
 	decoder func(io.Reader) (io.Reader, error)
 }{
-	{"gzip", Gzip, func(w io.Writer) flusher { return gzip.NewWriter(w) },
-		func(r io.Reader) (io.Reader, error) { return gzip.NewReader(r) }},
-	{"zlib", Deflate, func(w io.Writer) flusher { return zlib.NewWriter(w) },
-		func(r io.Reader) (io.Reader, error) { return zlib.NewReader(r) }},
-	{"raw deflate", Deflate, func(w io.Writer) flusher { fw, _ := flate.NewWriter(w, flate.BestSpeed); return fw },
-		func(r io.Reader) (io.Reader, error) { return flate.NewReader(r), nil }},
+	{
+		"gzip", Gzip, func(w io.Writer) flusher { return gzip.NewWriter(w) },
+		func(r io.Reader) (io.Reader, error) { return gzip.NewReader(r) },
+	},
+	{
+		"zlib", Deflate, func(w io.Writer) flusher { return zlib.NewWriter(w) },
+		func(r io.Reader) (io.Reader, error) { return zlib.NewReader(r) },
+	},
+	{
+		"raw deflate", Deflate, func(w io.Writer) flusher { fw, _ := flate.NewWriter(w, flate.BestSpeed); return fw },
+		func(r io.Reader) (io.Reader, error) { return flate.NewReader(r), nil },
+	},
 }
 
 // TestClassifierReadsCodedFrames: the frames of a coded body, read by read,
