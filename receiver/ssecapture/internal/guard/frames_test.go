@@ -242,3 +242,24 @@ func TestDroppedAttemptGivesItsBudgetBack(t *testing.T) {
 	s.Finish()
 	assert.Zero(t, budget.Used(), "the loser's held bytes gave their budget back")
 }
+
+// TestDoneBeforeContentIsNotWatched: a stream that completes without
+// content is passed on as it came, and no watchdog ends it.
+func TestDoneBeforeContentIsNotWatched(t *testing.T) {
+	h := newHarness(t, Rule{StallTimeout: time.Second, MaxAttempts: 1})
+	s, out, _ := h.call(t)
+	p := h.primary.next(t)
+	p.stream(roleFrame, doneFrame)
+	r := wait(t, out)
+	require.NoError(t, r.err)
+	assert.Nil(t, s.Watch(nil), "not watched")
+	assert.Equal(t, roleFrame+doneFrame, readN(t, r.resp.Body, len(roleFrame+doneFrame)))
+	h.clock.Advance(time.Hour)
+	p.end()
+	rest, err := io.ReadAll(r.resp.Body)
+	require.NoError(t, err)
+	assert.Empty(t, rest, "no frame of the guard's")
+	require.NoError(t, r.resp.Body.Close())
+	s.Finish()
+	assert.Empty(t, s.Ended())
+}

@@ -162,8 +162,10 @@ type reader struct {
 	// framed: the response is a stream in a framing the guard reads, and
 	// the guard may end it with the shape's error frame; blind: its frames
 	// cannot be read (a content coding the proxy does not decode, a corrupt
-	// or oversized coded body), so it is committed as it comes, unwatched.
-	framed, blind bool
+	// or oversized coded body), so it is committed as it comes, unwatched;
+	// overflow: it was committed before content, past maxHeldBytes or the
+	// budget.
+	framed, blind, overflow bool
 }
 
 // hold keeps p, drawing on budget for what passes heldFree; false once
@@ -456,6 +458,7 @@ func (s *Session) scan(rd *reader, resp *http.Response, framing sse.Framing) (ev
 				rd.blind = true
 				return evContent, nil
 			case !kept:
+				rd.overflow = true
 				return evContent, nil // committed before content, and watched
 			}
 		}
@@ -484,9 +487,10 @@ func (s *Session) result(ctx context.Context) (*http.Response, error) {
 		resp := rd.resp
 		b := &committedBody{s: s, rd: rd, held: rd.held, rc: resp.Body, cancel: s.live[c].cancel}
 		rd.held = nil
-		if rd.framed && !rd.blind {
+		if rd.framed && !rd.blind && (rd.firstKind != "" || rd.overflow) {
 			// Committed on its first content chunk, or past the bound
-			// before any: watched from here either way.
+			// before any: watched from here either way. (A stream that
+			// completed without content is not.)
 			b.framed, b.watch = true, s.pol.watches()
 			b.commitAt = s.race.Attempt(c).First
 			b.commitAnswered = rd.firstKind != "" && rd.firstKind != semconv.ChunkKindReasoning
