@@ -33,7 +33,7 @@ func FuzzCodedEnd(f *testing.F) {
 				chunks = append(chunks, bytes.Clone(coded.Bytes()))
 				coded.Reset()
 			}
-			body := append(chunks[0], chunks[1]...)
+			body := bytes.Join(chunks, nil)
 			if cut > 0 {
 				body = body[:max(len(body)-int(cut), 0)]
 			}
