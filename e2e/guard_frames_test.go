@@ -8,6 +8,7 @@ package e2e
 import (
 	"bytes"
 	"compress/gzip"
+	"compress/zlib"
 	"context"
 	"fmt"
 	"io"
@@ -208,24 +209,47 @@ func TestGuardReadsDecodedFrames(t *testing.T) {
 		assert.Equal(t, 20, chunkEvents(sp[0]))
 	})
 
-	// Row 1: a gzip stream that stalls after content ends with the stall
-	// frame, in gzip, and the body stays a whole gzip stream.
-	t.Run("gzip stream that stalls gets the stall frame", func(t *testing.T) {
-		const model = "frames-gzip-stall"
-		primary.script(model, func(w http.ResponseWriter, r *http.Request) {
-			g := newGzipStream(w)
-			g.send(chunkFrame(model, "a"))
-			g.send(chunkFrame(model, "b"))
-			<-r.Context().Done() // stalled until the guard gives up
+	// Row 1: a gzip or deflate stream that stalls after content ends with
+	// the stall frame, in its coding, and the body stays whole.
+	for _, coding := range []string{"gzip", "deflate"} {
+		t.Run(coding+" stream that stalls gets the stall frame", func(t *testing.T) {
+			model := "frames-stall-" + coding
+			primary.script(model, func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Encoding", coding)
+				w.WriteHeader(http.StatusOK)
+				var zw interface {
+					io.Writer
+					Flush() error
+				} = gzip.NewWriter(w)
+				if coding == "deflate" {
+					zw = zlib.NewWriter(w)
+				}
+				for _, f := range []string{chunkFrame(model, "a"), chunkFrame(model, "b")} {
+					_, _ = io.WriteString(zw, f)
+					_ = zw.Flush()
+					w.(http.Flusher).Flush()
+				}
+				<-r.Context().Done() // stalled until the guard gives up
+			})
+			status, got, _ := rawStream(ctx, t, proxy, "/v1/chat/completions", chatBody(model))
+			require.Equal(t, http.StatusOK, status)
+			var text string
+			if coding == "gzip" {
+				text = gunzipAll(t, got)
+			} else {
+				zr, err := zlib.NewReader(bytes.NewReader(got))
+				require.NoError(t, err)
+				b, err := io.ReadAll(zr)
+				require.NoError(t, err, "the client's zlib stream is whole, Adler-32 and all")
+				text = string(b)
+			}
+			head := chunkFrame(model, "a") + chunkFrame(model, "b")
+			assert.True(t, strings.HasPrefix(text, head), text)
+			assert.Contains(t, text[len(head):], `"stall_timeout"`, "the stall frame follows")
+			sp := waitModelSpans(t, sink, model, 1)
+			assert.Equal(t, "stall_timeout", strAttr(sp[0], semconv.AttrErrorType))
 		})
-		status, got, _ := rawStream(ctx, t, proxy, "/v1/chat/completions", chatBody(model))
-		require.Equal(t, http.StatusOK, status)
-		text := gunzipAll(t, got)
-		assert.True(t, strings.HasPrefix(text, chunkFrame(model, "a")+chunkFrame(model, "b")), text)
-		assert.Contains(t, text[len(chunkFrame(model, "a")+chunkFrame(model, "b")):], `"stall_timeout"`, "the stall frame follows")
-		sp := waitModelSpans(t, sink, model, 1)
-		assert.Equal(t, "stall_timeout", strAttr(sp[0], semconv.AttrErrorType))
-	})
+	}
 
 	// Row 4: past the 1 MiB an attempt may hold before content, the stream
 	// is committed and still framed and watched: its stall is ended.
