@@ -26,7 +26,22 @@ type Progress struct {
 	last     atomic.Int64
 	answered atomic.Bool
 	blind    atomic.Bool
+	// unread is the arrival of a read the copy loop has passed on but not
+	// classified yet (it classifies once the client has the bytes); 0 when
+	// none. While the client is slow to take them, that read may hold
+	// content: it is not silence.
+	unread atomic.Int64
 }
+
+// Arrived records a read that arrived at at, not classified yet.
+func (p *Progress) Arrived(at int64) { p.unread.Store(at) }
+
+// Classified records that every read so far is classified.
+func (p *Progress) Classified() { p.unread.Store(0) }
+
+// lastSeen is when content last came, or may have come in a read not
+// classified yet.
+func (p *Progress) lastSeen() int64 { return max(p.last.Load(), p.unread.Load()) }
 
 // Content records a content chunk that arrived at at.
 func (p *Progress) Content(at int64, answered bool) {
@@ -240,7 +255,7 @@ func (b *committedBody) fire() {
 	if b.closed.Load() || b.progress.blind.Load() {
 		return
 	}
-	last, answered := b.progress.last.Load(), b.progress.answered.Load()
+	last, answered := b.progress.lastSeen(), b.progress.answered.Load()
 	now := b.s.now()
 	d := b.s.pol.stallDeadline(last, answered)
 	if d == 0 {

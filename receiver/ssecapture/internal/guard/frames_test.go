@@ -263,3 +263,32 @@ func TestDoneBeforeContentIsNotWatched(t *testing.T) {
 	s.Finish()
 	assert.Empty(t, s.Ended())
 }
+
+// TestReadNotClassifiedYetIsNoSilence: a read the copy loop has not
+// classified yet (its bytes still on their way to a slow client) may hold
+// content: the watchdog waits for it; once it is classified as no content,
+// the silence counts from the last content chunk.
+func TestReadNotClassifiedYetIsNoSilence(t *testing.T) {
+	h := newHarness(t, Rule{StallTimeout: time.Second, MaxAttempts: 1})
+	s, p, resp, cc := h.commit(t, textFrame)
+	start := h.clock.Now()
+	h.blockUntil(t, 1)
+	h.clock.Advance(900 * time.Millisecond)
+	cc.p.Arrived(h.clock.Now().UnixNano())
+	h.clock.Advance(100 * time.Millisecond) // the first deadline: a read is still unclassified
+	h.blockUntil(t, 1)
+	select {
+	case <-p.req.Context().Done():
+		t.Fatal("cut while a read was still to be classified")
+	default:
+	}
+	cc.p.Classified() // it held no content
+	h.clock.Advance(900 * time.Millisecond)
+	assert.ErrorIs(t, p.cancelled(t), errStalled)
+	rest, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	assert.Contains(t, string(rest), "no content for 1.9s", "the silence since the last content chunk at %s", start)
+	require.NoError(t, resp.Body.Close())
+	s.Finish()
+	assert.Equal(t, ErrTypeStallTimeout, s.Ended())
+}

@@ -117,9 +117,21 @@ func (g *guardCall) content(at int64, kind string) {
 	}
 }
 
-// blind tells the watchdog the stream's frames can no longer be read.
-func (g *guardCall) blind() {
+// arrived tells the watchdog of a read not classified yet.
+func (g *guardCall) arrived(at int64) {
 	if g.progress != nil {
+		g.progress.Arrived(at)
+	}
+}
+
+// classified tells the watchdog every read so far is classified, and
+// whether the stream's frames can no longer be read (blind).
+func (g *guardCall) classified(blind bool) {
+	if g.progress == nil {
+		return
+	}
+	g.progress.Classified()
+	if blind {
 		g.progress.Blind()
 	}
 }

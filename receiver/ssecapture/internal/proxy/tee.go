@@ -29,8 +29,9 @@ import (
 // A guarded stream is parsed at every read instead (eager), still after
 // its bytes were written and flushed: its watchdog reads the last content
 // time the tee publishes, and never parses itself, so that every byte the
-// client has is classified before the copy loop waits for the next read.
-// The tee, like the call, is the copy loop's alone.
+// client has is classified before the copy loop waits for the next read
+// (and a read still on its way to a slow client counts as possible
+// content). The tee, like the call, is the copy loop's alone.
 type streamTee struct {
 	rc     io.ReadCloser
 	c      *call
@@ -78,8 +79,12 @@ func (b *streamTee) Read(p []byte) (int, error) {
 	}
 	n, err := b.rc.Read(p)
 	if n > 0 {
+		at := b.c.d.clock.Now().UnixNano()
 		b.batch = append(b.batch, p[:n]...)
-		b.reads = append(b.reads, readMark{end: len(b.batch), at: b.c.d.clock.Now().UnixNano()})
+		b.reads = append(b.reads, readMark{end: len(b.batch), at: at})
+		if b.eager {
+			b.c.guard.arrived(at)
+		}
 	}
 	switch {
 	case err == io.EOF:
@@ -107,9 +112,9 @@ func (b *streamTee) parseBatch() {
 			start = r.end
 		}
 		b.c.oversized = b.frames.Oversized()
-		if b.c.guard != nil && b.frames.Blind() {
-			b.c.guard.blind()
-		}
+	}
+	if b.eager {
+		b.c.guard.classified(b.frames == nil || b.frames.Blind())
 	}
 	b.batch, b.reads = b.batch[:0], b.reads[:0]
 }
