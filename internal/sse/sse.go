@@ -414,6 +414,9 @@ type Splitter interface {
 	Offset() int64
 	Oversized() int64
 	Pending() bool
+	// Reset discards an unfinished frame, giving its buffers back to the
+	// budget, and starts a new stream.
+	Reset()
 }
 
 var (

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -17,15 +16,55 @@ import (
 	"github.com/streamstall/streamstall/internal/llmstream"
 )
 
-// ContentClock tells the watchdog when the committed stream's last content
-// chunk arrived. The proxy classifies the stream's frames once, for its
-// span; the watchdog asks it rather than reading the stream a second time.
-type ContentClock interface {
-	// LastContent classifies what has been read so far and returns the
-	// arrival of the last content chunk (0 before any) and whether an
-	// answer chunk (text or tool call, not reasoning) has come. It is
-	// called from the watchdog's goroutine.
-	LastContent() (at int64, answered bool)
+// Progress is what the copy loop publishes of a committed stream for its
+// watchdog, the one state they share: the arrival of the last content
+// chunk, whether an answer chunk (text or tool call, not reasoning) has
+// come, and whether the frames can still be read at all. The copy loop
+// classifies every read as it passes (the proxy's tee) and is its one
+// writer; the watchdog only loads it.
+type Progress struct {
+	last     atomic.Int64
+	answered atomic.Bool
+	blind    atomic.Bool
+	// unread is the arrival of a read the copy loop has passed on but not
+	// classified yet (it classifies once the client has the bytes); 0 when
+	// none. While the client is slow to take them, that read may hold
+	// content: it is not silence.
+	unread atomic.Int64
+}
+
+// Arrived records a read that arrived at at, not classified yet.
+func (p *Progress) Arrived(at int64) { p.unread.Store(at) }
+
+// Classified records that every read so far is classified.
+func (p *Progress) Classified() { p.unread.Store(0) }
+
+// lastSeen is when content last came, or may have come in a read not
+// classified yet.
+func (p *Progress) lastSeen() int64 { return max(p.last.Load(), p.unread.Load()) }
+
+// Content records a content chunk that arrived at at.
+func (p *Progress) Content(at int64, answered bool) {
+	if at > p.last.Load() {
+		p.last.Store(at)
+	}
+	if answered && !p.answered.Load() {
+		p.answered.Store(true)
+	}
+}
+
+// Blind records that the stream's frames can no longer be read (a coded
+// stream past its decoded limit): the watchdog, which would take content it
+// cannot see for silence, stands down.
+func (p *Progress) Blind() { p.blind.Store(true) }
+
+// CodedTail ends a content-coded stream with the guard's closing frame.
+type CodedTail interface {
+	// End returns the frame (built given whether the decoded stream ends
+	// mid-line) coded so that it continues the coding the client decodes,
+	// or false when it cannot be (frames.Classifier's End). It runs on the
+	// copy loop.
+	End(frame func(lineOpen bool) []byte) ([]byte, bool)
 }
 
 // endReason is how a committed stream ended.
@@ -42,11 +81,15 @@ const (
 // committedBody is what the client gets of the committed attempt: the bytes
 // held before commit, then the stream as it comes, byte for byte. When the
 // watchdog or the proxy's shutdown ends the stream, it ends it with the
-// shape's error frame and a clean end of body, and cancels the upstream
-// request. Read and Close are the proxy handler's; the watchdog fires on a
-// timer goroutine and only ever sets stalled and cancels.
+// shape's error frame (in the stream's content coding, if it has one) and a
+// clean end of body, and cancels the upstream request. Read and Close are
+// the copy loop's (the proxy handler's goroutine), which owns the body; the
+// watchdog fires on a timer goroutine, reads Progress, and only ever
+// signals: it stores the silence, sets stalled and cancels the upstream
+// read, and the copy loop writes the frame.
 type committedBody struct {
 	s      *Session
+	rd     *reader // the attempt's, whose budget the held bytes draw on
 	held   []byte
 	rc     io.ReadCloser
 	cancel context.CancelCauseFunc
@@ -60,13 +103,15 @@ type committedBody struct {
 	commitAt       int64
 	commitAnswered bool
 
-	mu      sync.Mutex // the watchdog's timer against Close
-	timer   clockwork.Timer
-	closed  bool
-	cc      ContentClock
+	progress Progress
+	tail     CodedTail // nil for a stream without a content coding
+	// timer is the watchdog's next look (a new one per look: the one
+	// running re-arms by replacing it); closed stops it for good.
+	timer   atomic.Pointer[clockwork.Timer]
+	closed  atomic.Bool
 	stalled atomic.Bool
-	// silence and timeout are written before stalled is set.
-	silence, timeout time.Duration
+	// silence is stored before stalled is set.
+	silence atomic.Int64
 	// lastTimeout is the timeout in force at the watchdog's last look, and
 	// lastSource where it came from (a StallSource).
 	lastTimeout atomic.Int64
@@ -84,6 +129,10 @@ func (b *committedBody) Read(p []byte) (int, error) {
 		n := copy(p, b.held)
 		b.held = b.held[n:]
 		b.track(p[:n])
+		if len(b.held) == 0 {
+			b.held = nil
+			b.rd.release(b.s.Budget)
+		}
 		return n, nil
 	}
 	if len(b.pending) > 0 {
@@ -107,19 +156,38 @@ func (b *committedBody) Read(p []byte) (int, error) {
 		return n, err
 	case b.stalled.Load():
 		b.end = endStall
-		b.pending = llmstream.ErrorFrame(b.s.shape, http.StatusGatewayTimeout, ErrTypeStallTimeout,
-			fmt.Sprintf("stream stalled: no content for %s (stall_timeout %s, sse_capture guard)",
-				b.silence.Round(time.Millisecond), b.timeout), b.lineOpen)
+		msg := fmt.Sprintf("stream stalled: no content for %s (stall_timeout %s, sse_capture guard)",
+			time.Duration(b.silence.Load()).Round(time.Millisecond), b.timeoutInForce())
+		if !b.closing(http.StatusGatewayTimeout, ErrTypeStallTimeout, msg) {
+			b.stop()
+			return n, err // the coding cannot take the frame: the stream is cut
+		}
 	case b.framed && b.s.stopping.Err() != nil:
 		b.end = endShutdown
-		b.pending = llmstream.ErrorFrame(b.s.shape, http.StatusServiceUnavailable, errTypeShutdown,
-			"stream ended: the collector is shutting down (sse_capture guard)", b.lineOpen)
+		if !b.closing(http.StatusServiceUnavailable, errTypeShutdown, "stream ended: the collector is shutting down (sse_capture guard)") {
+			b.stop()
+			return n, err
+		}
 	default:
 		b.end, b.err = endBroken, err
 		return n, err
 	}
 	b.stop()
 	return n, nil // the frame follows on the next read
+}
+
+// closing queues the shape's error frame after what the client has read,
+// in the stream's content coding when it has one; false when that coding
+// cannot take it.
+func (b *committedBody) closing(status int, errType, msg string) bool {
+	frame := func(lineOpen bool) []byte { return llmstream.ErrorFrame(b.s.shape, status, errType, msg, lineOpen) }
+	if b.tail == nil {
+		b.pending = frame(b.lineOpen)
+		return true
+	}
+	var ok bool
+	b.pending, ok = b.tail.End(frame)
+	return ok
 }
 
 // track remembers whether the bytes given to the client end mid-line.
@@ -133,81 +201,77 @@ func (b *committedBody) Close() error {
 }
 
 func (b *committedBody) stop() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.closed = true
-	if b.timer != nil {
-		b.timer.Stop()
+	b.closed.Store(true)
+	if t := b.timer.Load(); t != nil {
+		// A look already under way may still arm one more: it finds the
+		// body closed and does nothing.
+		(*t).Stop()
 	}
 }
 
 // Watch starts the watchdog on the committed stream, if the call's policy
-// has a stall timeout; cc says when content came. It is for the proxy to
-// call once it has wrapped the response body.
-func (s *Session) Watch(cc ContentClock) {
+// has a stall timeout, and returns the Progress the copy loop publishes its
+// content chunks in (nil when the stream is not watched). tail ends a
+// content-coded stream (nil for one without a coding). It is for the proxy
+// to call once it has wrapped the response body, on the copy loop.
+func (s *Session) Watch(tail CodedTail) *Progress {
 	b := s.committed
-	if b == nil || !b.watch {
-		return
+	if b == nil {
+		return nil
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.cc = cc
-	b.arm(b.commitAt, b.commitAnswered)
+	b.tail = tail
+	if !b.watch {
+		return nil
+	}
+	b.progress.Content(b.commitAt, b.commitAnswered)
+	b.arm(s.now(), b.commitAt, b.commitAnswered)
+	return &b.progress
 }
 
-// arm sets the timer for the deadline of a stream whose last content came
-// at last. Callers hold mu.
-func (b *committedBody) arm(last int64, answered bool) {
+// arm schedules the watchdog's next look, at the deadline of a stream
+// whose last content came at last (the policy's stall deadline, its one
+// definition).
+func (b *committedBody) arm(now, last int64, answered bool) {
 	d := b.s.pol.hp.StallDeadline(last, answered)
 	if d == 0 {
 		return
 	}
 	b.lastTimeout.Store(d - last)
 	b.lastSource.Store(uint32(b.s.pol.StallTimeoutSource(answered)))
-	now := b.s.now()
 	wake := d
-	if t := int64(b.s.pol.StallTimeout(true)); !answered && t > 0 && now+t < wake {
+	if a := b.s.pol.hp.StallDeadline(now, true); !answered && a > 0 && a < wake {
 		// While only reasoning has come, the deadline shortens the moment an
-		// answer chunk arrives; looking every stall_timeout catches that in
-		// time without a word from the stream.
-		wake = now + t
+		// answer chunk arrives; looking again by the deadline an answer
+		// chunk now would set catches that in time.
+		wake = a
 	}
-	wait := max(time.Duration(wake-now), 0)
-	if b.timer == nil {
-		b.timer = b.s.clock.AfterFunc(wait, b.fire)
-	} else {
-		b.timer.Reset(wait)
-	}
+	t := b.s.clock.AfterFunc(max(time.Duration(wake-now), 0), b.fire)
+	b.timer.Store(&t)
 }
 
-// fire is the watchdog: at the deadline it asks when content last came;
-// after a silence of the timeout it ends the stream, else it re-arms for
-// the new deadline. Keepalives and frames without content never move the
-// deadline: only the content clock does.
+// fire is the watchdog: it reads when content last came; after a silence
+// of the timeout it signals the copy loop (the silence, stalled, and the
+// upstream read cancelled), else it looks again at the new deadline.
+// Keepalives and frames without content never move the deadline: only the
+// content chunks the copy loop publishes do.
 func (b *committedBody) fire() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
+	if b.closed.Load() || b.progress.blind.Load() {
 		return
 	}
-	last, answered := b.commitAt, b.commitAnswered
-	if at, ans := b.cc.LastContent(); at > last {
-		last, answered = at, answered || ans
-	} else if ans {
-		answered = true
-	}
+	last, answered := b.progress.lastSeen(), b.progress.answered.Load()
 	now := b.s.now()
 	d := b.s.pol.hp.StallDeadline(last, answered)
 	if d == 0 {
 		return
 	}
 	if now < d {
-		b.arm(last, answered)
+		b.arm(now, last, answered)
 		return
 	}
-	b.silence, b.timeout = time.Duration(now-last), time.Duration(d-last)
+	b.lastTimeout.Store(d - last)
+	b.silence.Store(now - last)
 	b.stalled.Store(true)
-	b.cancel(errStalled) // the upstream read fails, and the handler writes the frame
+	b.cancel(errStalled) // the upstream read fails, and the copy loop writes the frame
 }
 
 func (b *committedBody) timeoutInForce() time.Duration {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"mime"
 	"net/http"
 	"net/http/httputil"
@@ -23,6 +24,7 @@ import (
 	"github.com/streamstall/streamstall/internal/llmstream"
 	"github.com/streamstall/streamstall/internal/semconv"
 	"github.com/streamstall/streamstall/internal/sse"
+	"github.com/streamstall/streamstall/receiver/ssecapture/internal/frames"
 )
 
 // error.type values of the calls the guard ends (docs/contract.md section 7).
@@ -33,9 +35,16 @@ const (
 
 // maxHeldBytes bounds what one attempt holds before its first content chunk.
 // Frames without content are a few hundred bytes (a role-only delta,
-// message_start, pings); an attempt past the bound is committed as it is,
-// so that an upstream cannot make the proxy buffer without end.
+// message_start, pings); an attempt past the bound is committed then, before
+// content, so that an upstream cannot make the proxy buffer without end. It
+// is still framed and watched: its stall clock starts at the commit
+// (docs/contract.md section 7).
 const maxHeldBytes = 1 << 20
+
+// heldFree is what an attempt holds before its first content chunk without
+// drawing on the receiver's budget (Session.Budget): every attempt that
+// behaves fits in it.
+const heldFree = 64 << 10
 
 // readBufferSize is the read buffer of an attempt before commit.
 const readBufferSize = 16 << 10
@@ -105,6 +114,15 @@ type Session struct {
 	// OnAttempt prepares attempt i's request headers before it goes (the
 	// proxy names the attempt's span in its traceparent).
 	OnAttempt func(i int, h http.Header)
+	// Budget, when set, is the receiver's byte budget (the proxy's frame
+	// budget) that the bytes attempts hold before their first content chunk
+	// draw on past heldFree each, as the attempts' SSE parsers do. An
+	// attempt the budget cannot take more of is committed at once, as one
+	// past maxHeldBytes is: the client gets all it holds, and it is watched.
+	Budget *sse.SharedBudget
+	// MaxDecoded bounds the decoded bytes of a content-coded attempt before
+	// commit (the proxy's max_decoded_response_bytes).
+	MaxDecoded int64
 
 	race    hedgecore.Race
 	req     *http.Request
@@ -138,6 +156,7 @@ type liveAttempt struct {
 type reader struct {
 	resp      *http.Response
 	held      []byte
+	taken     int // of the budget, for held
 	meta      llmstream.Meta
 	frames    []Frame
 	err       error
@@ -150,6 +169,50 @@ type reader struct {
 	clears            bool
 	awaitsCredential  bool
 	credentialRefused bool
+	// framed: the response is a stream in a framing the guard reads, and
+	// the guard may end it with the shape's error frame; blind: its frames
+	// cannot be read (a content coding the proxy does not decode, a corrupt
+	// or oversized coded body), so it is committed as it comes, unwatched;
+	// overflow: it was committed before content, past maxHeldBytes or the
+	// budget.
+	framed, blind, overflow bool
+}
+
+// hold keeps p, drawing on budget for what passes heldFree; false once
+// the attempt holds more than maxHeldBytes, or the budget refused it more.
+// p is kept either way: nothing read is lost.
+func (rd *reader) hold(p []byte, budget *sse.SharedBudget) bool {
+	ok := true
+	if need := len(rd.held) + len(p); need > cap(rd.held) {
+		size := max(need, min(2*cap(rd.held), maxHeldBytes))
+		if draw := max(size-heldFree, 0) - rd.taken; budget != nil && draw > 0 {
+			if budget.Take(draw) {
+				rd.taken += draw
+			} else {
+				ok, size = false, need
+			}
+		}
+		held := make([]byte, len(rd.held), size)
+		copy(held, rd.held)
+		rd.held = held
+	}
+	rd.held = append(rd.held, p...)
+	return ok && len(rd.held) <= maxHeldBytes
+}
+
+// release gives the held bytes' budget back; the bytes are the committed
+// body's, or nobody's.
+func (rd *reader) release(budget *sse.SharedBudget) {
+	if budget != nil && rd.taken > 0 {
+		budget.Return(rd.taken)
+	}
+	rd.taken = 0
+}
+
+// drop lets go of the bytes of an attempt nobody takes.
+func (rd *reader) drop(budget *sse.SharedBudget) {
+	rd.held = nil
+	rd.release(budget)
 }
 
 type eventKind uint8
@@ -223,10 +286,11 @@ func (c *carrier) Cancel(i int)   { (*Session)(c).drop(i) }
 
 func (s *Session) handle(e event) {
 	i := e.attempt
-	if s.race.Attempt(i).State != hedgecore.Running {
-		return // dropped before its event was handled: Finish releases it
-	}
 	rd := s.readers[i]
+	if s.race.Attempt(i).State != hedgecore.Running {
+		rd.drop(s.Budget)
+		return // dropped before its event was handled: Finish releases the rest
+	}
 	switch e.kind {
 	case evContent:
 		if rd.firstKind == semconv.ChunkKindReasoning {
@@ -243,6 +307,7 @@ func (s *Session) handle(e event) {
 			// Another attempt goes on: this failure is not passed on,
 			// and its connection is not kept for the length of the call.
 			_ = rd.resp.Body.Close()
+			rd.drop(s.Budget)
 		}
 	}
 }
@@ -309,49 +374,60 @@ func (s *Session) read(ctx context.Context, i int, rd *reader, req *http.Request
 	}
 	rd.resp = resp
 	e := event{attempt: i, kind: evDone}
-	switch {
-	case resp.StatusCode >= 400:
-		rd.err = &StatusError{Status: resp.StatusCode}
-		e.kind, e.class, e.err = evFailed, s.failureClass(rd, resp.StatusCode), rd.err
-	case isEventStream(resp):
-		e.kind, e.err = s.scan(rd, resp.Body)
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if framing, ok := llmstream.StreamFraming(s.shape, true, resp.StatusCode, mt); ok && resp.StatusCode < 300 {
+		rd.framed = true
+		e.kind, e.err = s.scan(rd, resp, framing)
 		if e.err != nil {
 			rd.err = e.err
 			e.class = hedgecore.Retryable
 		}
+	} else if resp.StatusCode >= 400 {
+		rd.err = &StatusError{Status: resp.StatusCode}
+		e.kind, e.class, e.err = evFailed, s.failureClass(rd, resp.StatusCode), rd.err
 	}
 	e.at = s.now()
 	if e.kind != evFailed && !s.awaitCredential(ctx, rd) {
+		rd.drop(s.Budget)
 		_ = resp.Body.Close() // dropped while it waited
 		return
+	}
+	if ctx.Err() != nil {
+		rd.drop(s.Budget) // dropped or settled: nobody takes what it holds
 	}
 	if !s.send(ctx, e) {
 		_ = resp.Body.Close() // dropped: nobody takes the response
 	}
 }
 
-func isEventStream(resp *http.Response) bool {
-	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	return mt == "text/event-stream" && resp.StatusCode < 300
-}
-
-// scan reads an event stream until its first content chunk, its end or its
-// failure, holding every byte read.
-func (s *Session) scan(rd *reader, body io.Reader) (eventKind, error) {
+// scan reads a stream until its first content chunk, its end or its
+// failure, holding every byte read. Its frames are read as the proxy's tee
+// reads them (frames.Classifier): decoded from the response's content
+// coding, in the shape's framing. A stream whose frames cannot be read is
+// committed at once; one that holds past maxHeldBytes, or more than the
+// budget lets it, is committed before content.
+func (s *Session) scan(rd *reader, resp *http.Response, framing sse.Framing) (eventKind, error) {
 	const (
 		undecided = iota
 		content
 		done
 		failed
 	)
+	coding, decodable := frames.ResponseCoding(resp.Header.Values("Content-Encoding"))
+	if !decodable {
+		rd.blind = true
+		return evContent, nil
+	}
 	state := undecided
-	var at int64
-	var p sse.Parser
-	p.Handler = func(ev *sse.Event) {
-		if state != undecided {
-			return // the rest of the read is held as it is
-		}
-		f, _ := llmstream.Classify(s.shape, ev)
+	o := frames.Options{Shape: s.shape, Framing: framing, Coding: coding, MaxDecoded: s.MaxDecoded}
+	if o.MaxDecoded <= 0 {
+		o.MaxDecoded = math.MaxInt64
+	}
+	if s.Budget != nil {
+		o.Budget = s.Budget
+	}
+	var cls *frames.Classifier
+	cls = frames.New(o, func(f *llmstream.Frame, at int64, _ error) {
 		rd.meta.Merge(&f.Meta)
 		switch f.Kind {
 		case llmstream.KindContent:
@@ -362,22 +438,31 @@ func (s *Session) scan(rd *reader, body io.Reader) (eventKind, error) {
 			state = failed
 		default:
 			rd.frames = append(rd.frames, Frame{At: at, Kind: f.Kind})
+			return
 		}
-	}
+		cls.Stop() // the rest of the read is held as it is
+	})
+	defer func() { _ = cls.Close(false) }()
+	body := resp.Body
 	buf := make([]byte, readBufferSize)
 	for {
 		n, err := body.Read(buf)
 		if n > 0 {
-			at = s.now()
-			rd.held = append(rd.held, buf[:n]...)
-			p.Feed(buf[:n])
+			kept := rd.hold(buf[:n], s.Budget)
+			cls.Write(buf[:n], s.now())
 			switch {
-			case state == content, len(rd.held) > maxHeldBytes:
+			case state == content:
 				return evContent, nil
 			case state == done:
 				return evDone, nil
 			case state == failed:
 				return evFailed, errStreamError
+			case cls.Blind():
+				rd.blind = true
+				return evContent, nil
+			case !kept:
+				rd.overflow = true
+				return evContent, nil // committed before content, and watched
 			}
 		}
 		if errors.Is(err, io.EOF) {
@@ -403,11 +488,15 @@ func (s *Session) result(ctx context.Context) (*http.Response, error) {
 		s.rep = c
 		rd := s.readers[c]
 		resp := rd.resp
-		b := &committedBody{s: s, held: rd.held, rc: resp.Body, cancel: s.live[c].cancel}
-		if isEventStream(resp) && rd.firstKind != "" {
+		b := &committedBody{s: s, rd: rd, held: rd.held, rc: resp.Body, cancel: s.live[c].cancel}
+		rd.held = nil
+		if rd.framed && !rd.blind && (rd.firstKind != "" || rd.overflow) {
+			// Committed on its first content chunk, or past the bound
+			// before any: watched from here either way. (A stream that
+			// completed without content is not.)
 			b.framed, b.watch = true, s.pol.watches()
 			b.commitAt = s.race.Attempt(c).First
-			b.commitAnswered = rd.firstKind != semconv.ChunkKindReasoning
+			b.commitAnswered = rd.firstKind != "" && rd.firstKind != semconv.ChunkKindReasoning
 		}
 		s.committed = b
 		resp.Body = b
@@ -433,7 +522,8 @@ func (s *Session) result(ctx context.Context) (*http.Response, error) {
 		return nil, rd.err
 	}
 	resp := rd.resp
-	resp.Body = &committedBody{s: s, held: rd.held, rc: resp.Body, cancel: s.live[j].cancel}
+	resp.Body = &committedBody{s: s, rd: rd, held: rd.held, rc: resp.Body, cancel: s.live[j].cancel}
+	rd.held = nil
 	return resp, nil
 }
 
@@ -517,9 +607,14 @@ func (s *Session) Finish() []Report {
 		<-s.events // the events of attempts dropped before they were handled
 	}
 	for i := range n {
-		if rd := s.readers[i]; i != s.rep && rd.resp != nil {
+		rd := s.readers[i]
+		if rd == nil {
+			continue
+		}
+		if i != s.rep && rd.resp != nil {
 			_ = rd.resp.Body.Close()
 		}
+		rd.drop(s.Budget)
 	}
 	s.settle(now)
 	reports := make([]Report, 0, n-1)

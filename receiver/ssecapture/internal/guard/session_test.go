@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -84,10 +83,15 @@ func (s *scripted) none(t *testing.T) {
 
 // stream answers with an open event stream; the test writes its frames.
 func (uc *upstreamCall) stream(frames ...string) {
+	uc.streamWith(http.Header{"Content-Type": {"text/event-stream"}}, frames...)
+}
+
+// streamWith is stream with the response headers h.
+func (uc *upstreamCall) streamWith(h http.Header, frames ...string) {
 	pr, pw := io.Pipe()
 	context.AfterFunc(uc.req.Context(), func() { pw.CloseWithError(context.Cause(uc.req.Context())) })
 	uc.w, uc.q = pw, make(chan string, 64)
-	uc.resp <- &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: pr, Request: uc.req}
+	uc.resp <- &http.Response{StatusCode: http.StatusOK, Header: h, Body: pr, Request: uc.req}
 	go func() {
 		// A pipe write waits for its reader: the frames go out from here,
 		// in order, while the test goes on.
@@ -391,24 +395,10 @@ func TestTTFTTimeoutGivesUpThenAnswers504(t *testing.T) {
 }
 
 // contentClock is the test's stand-in for the proxy's tee: the test says
-// when content came.
-type contentClock struct {
-	mu       sync.Mutex
-	at       int64
-	answered bool
-}
+// when content came, as the copy loop publishes it.
+type contentClock struct{ p *Progress }
 
-func (c *contentClock) LastContent() (int64, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.at, c.answered
-}
-
-func (c *contentClock) set(at time.Time, answered bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.at, c.answered = at.UnixNano(), c.answered || answered
-}
+func (c *contentClock) set(at time.Time, answered bool) { c.p.Content(at.UnixNano(), answered) }
 
 // commit runs a call to a committed primary stream and starts its watchdog.
 func (h *harness) commit(t *testing.T, first string) (*Session, *upstreamCall, *http.Response, *contentClock) {
@@ -418,8 +408,8 @@ func (h *harness) commit(t *testing.T, first string) (*Session, *upstreamCall, *
 	p.stream(roleFrame, first)
 	r := wait(t, out)
 	require.NoError(t, r.err)
-	cc := &contentClock{}
-	s.Watch(cc)
+	cc := &contentClock{p: s.Watch(nil)}
+	require.NotNil(t, cc.p, "the stream is watched")
 	assert.Equal(t, roleFrame+first, readN(t, r.resp.Body, len(roleFrame+first)))
 	return s, p, r.resp, cc
 }

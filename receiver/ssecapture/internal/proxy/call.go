@@ -28,6 +28,7 @@ import (
 	"github.com/streamstall/streamstall/internal/semconv"
 	"github.com/streamstall/streamstall/internal/sse"
 	"github.com/streamstall/streamstall/internal/truncate"
+	"github.com/streamstall/streamstall/receiver/ssecapture/internal/frames"
 	"github.com/streamstall/streamstall/receiver/ssecapture/internal/metadata"
 )
 
@@ -216,17 +217,10 @@ func (c *call) response(resp *http.Response) {
 		c.meta.ErrorType = c.capValue(llmstream.BedrockErrorType(c.shape, resp.Header))
 	}
 	mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	coding, decodable := responseCoding(resp.Header.Values("Content-Encoding"))
+	coding, decodable := frames.ResponseCoding(resp.Header.Values("Content-Encoding"))
 	if framing, ok := llmstream.StreamFraming(c.shape, c.req.Stream, resp.StatusCode, mediaType); ok {
 		c.streaming = true
-		b := &streamTee{rc: resp.Body, c: c}
-		// Every framing's unfinished frames draw on the receiver's frame budget.
-		var budget sse.Budget
-		if c.d.frameBudget != nil {
-			budget = c.d.frameBudget
-		}
-		b.parser = sse.NewBudgetedSplitter(framing, 0, budget, b.onEvent)
-		b.coded(coding, decodable)
+		b := newStreamTee(c, resp.Body, framing, coding, decodable)
 		resp.Body = b
 		if c.guard != nil {
 			c.guard.watch(b)

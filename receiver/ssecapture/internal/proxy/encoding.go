@@ -4,26 +4,10 @@
 package proxy
 
 import (
-	"compress/flate"
-	"compress/gzip"
-	"compress/zlib"
-	"errors"
-	"fmt"
-	"io"
 	"strconv"
 	"strings"
-)
 
-// Content codings the proxy decodes on the side. Brotli and zstd have no
-// decoder in the module graph worth its cost (the one zstd decoder prints to
-// stderr on corrupt input); they are left out of the Accept-Encoding the
-// proxy forwards, so an upstream sends them only against the client's and
-// the proxy's request, and its span then says capture_error
-// unsupported_content_encoding.
-const (
-	codingIdentity = ""
-	codingGzip     = "gzip"
-	codingDeflate  = "deflate"
+	"github.com/streamstall/streamstall/receiver/ssecapture/internal/frames"
 )
 
 // llm.stream.capture_error values: why the proxy could not read (all of) a
@@ -49,7 +33,10 @@ const (
 // refused it; a client that refused identity too keeps its header as sent,
 // and the span says so if the upstream answers in a coding the proxy cannot
 // read. Without a header the proxy asks for identity: net/http would ask for
-// gzip and decode it for the client, changing the bytes it gets.
+// gzip and decode it for the client, changing the bytes it gets. Codings
+// the proxy does not decode (brotli, zstd: see frames.Decodable) thus come
+// only against both requests, and the span then says capture_error
+// unsupported_content_encoding.
 func forwardedAcceptEncoding(lines []string) string {
 	if len(lines) == 0 {
 		return "identity"
@@ -74,7 +61,7 @@ func forwardedAcceptEncoding(lines []string) string {
 			kept = append(kept, elem) // a refusal narrows the choice, never widens it
 			continue
 		}
-		if coding == "identity" || decodable(coding) {
+		if coding == "identity" || frames.Decodable(coding) {
 			kept = append(kept, elem)
 			accepted = true
 		}
@@ -104,85 +91,4 @@ func parseAcceptElement(elem string) (string, float64) {
 		}
 	}
 	return strings.ToLower(strings.TrimSpace(coding)), q
-}
-
-func decodable(coding string) bool {
-	switch coding {
-	case codingGzip, "x-gzip", codingDeflate:
-		return true
-	}
-	return false
-}
-
-// responseCoding reads a response's Content-Encoding lines: the one coding
-// to decode (codingIdentity for none), and false when the proxy cannot
-// decode it. A list of several codings (applied one after the other) is
-// legal but unheard of from LLM APIs; it is not decoded.
-func responseCoding(lines []string) (string, bool) {
-	coding := codingIdentity
-	for _, line := range lines {
-		for c := range strings.SplitSeq(line, ",") {
-			c = strings.ToLower(strings.TrimSpace(c))
-			if c == "" || c == "identity" {
-				continue
-			}
-			if coding != codingIdentity || !decodable(c) {
-				return c, false
-			}
-			coding = c
-		}
-	}
-	if coding == "x-gzip" {
-		coding = codingGzip
-	}
-	return coding, true
-}
-
-// newDecoder reads the coding from src. HTTP's deflate is the zlib format,
-// but some servers send raw deflate: the first two bytes tell them apart
-// (a zlib header names method 8 and is a multiple of 31).
-func newDecoder(coding string, src flate.Reader) (io.ReadCloser, error) {
-	switch coding {
-	case codingGzip:
-		return gzip.NewReader(src)
-	case codingDeflate:
-		var head [2]byte
-		if _, err := io.ReadFull(src, head[:]); err != nil {
-			return nil, err
-		}
-		r := &prefixedReader{prefix: head[:], next: src}
-		if head[0]&0x0f == 8 && (uint16(head[0])<<8|uint16(head[1]))%31 == 0 {
-			return zlib.NewReader(r)
-		}
-		return flate.NewReader(r), nil
-	}
-	return nil, fmt.Errorf("content coding %q: %w", coding, errUnsupportedCoding)
-}
-
-var errUnsupportedCoding = errors.New("not decoded by the proxy")
-
-// prefixedReader yields prefix, then next; it is an io.ByteReader, so that
-// flate reads it byte by byte instead of wrapping it in a buffer that would
-// read ahead of what the decoder needs.
-type prefixedReader struct {
-	prefix []byte
-	next   flate.Reader
-}
-
-func (r *prefixedReader) Read(p []byte) (int, error) {
-	if len(r.prefix) > 0 {
-		n := copy(p, r.prefix)
-		r.prefix = r.prefix[n:]
-		return n, nil
-	}
-	return r.next.Read(p)
-}
-
-func (r *prefixedReader) ReadByte() (byte, error) {
-	if len(r.prefix) > 0 {
-		b := r.prefix[0]
-		r.prefix = r.prefix[1:]
-		return b, nil
-	}
-	return r.next.ReadByte()
 }

@@ -9,7 +9,6 @@ import (
 	"compress/gzip"
 	"compress/zlib"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -24,6 +23,7 @@ import (
 	"github.com/streamstall/streamstall/internal/figures"
 	"github.com/streamstall/streamstall/internal/llmstream"
 	"github.com/streamstall/streamstall/internal/sse"
+	"github.com/streamstall/streamstall/receiver/ssecapture/internal/frames"
 )
 
 func TestForwardedAcceptEncoding(t *testing.T) {
@@ -67,20 +67,20 @@ func TestResponseCoding(t *testing.T) {
 		coding string
 		ok     bool
 	}{
-		{nil, codingIdentity, true},
-		{[]string{""}, codingIdentity, true},
-		{[]string{"identity"}, codingIdentity, true},
-		{[]string{"gzip"}, codingGzip, true},
-		{[]string{"GZip"}, codingGzip, true},
-		{[]string{"x-gzip"}, codingGzip, true},
-		{[]string{"deflate"}, codingDeflate, true},
-		{[]string{" gzip , identity"}, codingGzip, true},
+		{nil, frames.Identity, true},
+		{[]string{""}, frames.Identity, true},
+		{[]string{"identity"}, frames.Identity, true},
+		{[]string{"gzip"}, frames.Gzip, true},
+		{[]string{"GZip"}, frames.Gzip, true},
+		{[]string{"x-gzip"}, frames.Gzip, true},
+		{[]string{"deflate"}, frames.Deflate, true},
+		{[]string{" gzip , identity"}, frames.Gzip, true},
 		{[]string{"br"}, "br", false},
 		{[]string{"zstd"}, "zstd", false},
 		{[]string{"deflate, gzip"}, "gzip", false}, // two codings, one after the other
 		{[]string{"gzip", "gzip"}, "gzip", false},
 	} {
-		coding, ok := responseCoding(tt.lines)
+		coding, ok := frames.ResponseCoding(tt.lines)
 		assert.Equal(t, tt.coding, coding, "%q", tt.lines)
 		assert.Equal(t, tt.ok, ok, "%q", tt.lines)
 	}
@@ -112,9 +112,9 @@ func newEncoder(t *testing.T, coding string, w io.Writer) flushingWriter {
 // headerCoding is the Content-Encoding an encoder's output goes under.
 func headerCoding(coding string) string {
 	if coding == "gzip" {
-		return codingGzip
+		return frames.Gzip
 	}
-	return codingDeflate // HTTP's deflate: zlib, or raw deflate from some servers
+	return frames.Deflate // HTTP's deflate: zlib, or raw deflate from some servers
 }
 
 type timedFrame struct {
@@ -157,9 +157,8 @@ func newCodedTee(reads []scriptedRead, contentEncoding string, limit int64) (*st
 		shape: llmstream.ShapeChatCompletions, streaming: true,
 	}
 	body := &scriptedBody{clock: clock, reads: reads}
-	tee := &streamTee{rc: body, c: c}
-	tee.parser = sse.NewSplitter(sse.FramingSSE, 0, tee.onEvent)
-	tee.coded(responseCoding([]string{contentEncoding}))
+	coding, ok := frames.ResponseCoding([]string{contentEncoding})
+	tee := newStreamTee(c, body, sse.FramingSSE, coding, ok)
 	return tee, body, want.String()
 }
 
@@ -368,8 +367,8 @@ func TestCodedStreamBomb(t *testing.T) {
 	}
 	tee, _, want := newCodedTee(reads, "gzip", limit)
 	var emitted int64
-	feed := tee.decoder.emit
-	tee.decoder.emit = func(p []byte) { emitted += int64(len(p)); feed(p) }
+	body := tee.rc
+	tee.rc = readHook{body, func() { emitted = tee.frames.Decoded() }}
 	got := readAll(t, tee)
 	assert.Equal(t, want, got, "the client gets every byte")
 	assert.Equal(t, int64(limit), emitted, "decoding stopped at the limit")
@@ -414,7 +413,7 @@ func TestJSONTeeDecodes(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c := &call{d: &callDeps{logger: zap.NewNop(), maxValueLen: 256}, shape: llmstream.ShapeChatCompletions}
-			coding, ok := responseCoding([]string{tt.coding})
+			coding, ok := frames.ResponseCoding([]string{tt.coding})
 			if !ok {
 				c.captureFailed(captureUnsupportedEncoding, coding, nil)
 			}
@@ -429,54 +428,14 @@ func TestJSONTeeDecodes(t *testing.T) {
 	}
 }
 
-// BenchmarkSideDecoder: the decoding cost of a gzip stream of chat frames,
-// flushed frame by frame as an upstream sends them, and of a bomb (zeros)
-// up to the default limit. b.SetBytes counts decoded bytes.
-func BenchmarkSideDecoder(b *testing.B) {
-	var frames bytes.Buffer
-	var writes [][]byte
-	zw := gzip.NewWriter(&frames)
-	decoded := 0
-	for i := range 2000 {
-		f := chatFrame(fmt.Sprintf("token %d", i))
-		decoded += len(f)
-		_, _ = io.WriteString(zw, f)
-		_ = zw.Flush()
-		writes = append(writes, bytes.Clone(frames.Bytes()))
-		frames.Reset()
-	}
-	_ = zw.Close()
-	writes = append(writes, bytes.Clone(frames.Bytes()))
+// readHook calls after at each read, once the tee has parsed what came
+// before it.
+type readHook struct {
+	io.ReadCloser
+	after func()
+}
 
-	var bomb bytes.Buffer
-	zw, _ = gzip.NewWriterLevel(&bomb, gzip.BestCompression)
-	_, _ = zw.Write(make([]byte, 2*DefaultMaxDecodedResponseBytes))
-	_ = zw.Close()
-
-	b.Run("frames", func(b *testing.B) {
-		b.ReportAllocs()
-		b.SetBytes(int64(decoded))
-		for b.Loop() {
-			d := newSideDecoder(codingGzip, DefaultMaxDecodedResponseBytes, func([]byte) {})
-			for _, w := range writes {
-				d.Write(w)
-			}
-			_ = d.Close()
-		}
-	})
-	b.Run("bomb", func(b *testing.B) {
-		b.ReportAllocs()
-		b.SetBytes(DefaultMaxDecodedResponseBytes)
-		for b.Loop() {
-			d := newSideDecoder(codingGzip, DefaultMaxDecodedResponseBytes, func([]byte) {})
-			for rest := bomb.Bytes(); len(rest) > 0; {
-				n := min(len(rest), 32<<10)
-				d.Write(rest[:n])
-				rest = rest[n:]
-			}
-			if err := d.Close(); !errors.Is(err, errDecodedLimit) {
-				b.Fatalf("the bomb stopped with %v", err)
-			}
-		}
-	})
+func (r readHook) Read(p []byte) (int, error) {
+	r.after()
+	return r.ReadCloser.Read(p)
 }

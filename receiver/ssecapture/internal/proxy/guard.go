@@ -10,7 +10,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -48,21 +47,17 @@ func (t *guardTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // guardCall is a guarded call's side of the guard: its session, the span
-// ids of its attempts, and the content clock the watchdog reads.
+// ids of its attempts, and the progress its watchdog reads. Like the call,
+// it is the copy loop's.
 type guardCall struct {
 	s       *guard.Session
 	ids     [hedgecore.MaxAttempts]trace.SpanID
 	groupID string
 	// upstream is the alternate the span's attempt went to; nil: the primary.
 	upstream *guard.Upstream
-
-	// mu guards the tee's parsing (and what it records) once the watchdog
-	// may parse from its own goroutine; last and answered are what it
-	// reads.
-	mu       sync.Mutex
-	tee      *streamTee
-	last     int64
-	answered bool
+	// progress is where the tee publishes the committed stream's content
+	// chunks for the watchdog; nil when the stream is not watched.
+	progress *guard.Progress
 }
 
 // startGuard makes c a guarded call: its request goes through a session of
@@ -81,6 +76,9 @@ func guardable(s llmstream.Shape) bool {
 
 func (c *call) startGuard(g *guard.Guard, r *http.Request, body []byte) {
 	gc := &guardCall{s: g.NewSession(c.d.stopping, c.provider(), c.req.Model, c.shape, r.URL, body, c.start)}
+	// Held attempts draw on the frame budget, and are decoded as the tee
+	// decodes the committed stream.
+	gc.s.Budget, gc.s.MaxDecoded = c.d.frameBudget, c.d.maxDecoded
 	gc.ids[0] = c.sc.SpanID()
 	gc.groupID = hex.EncodeToString(gc.ids[0][:])
 	gc.s.OnAttempt = func(i int, h http.Header) {
@@ -100,28 +98,41 @@ func (c *call) attemptContext(id trace.SpanID) trace.SpanContext {
 	})
 }
 
-// watch makes b's parsing safe from the watchdog's goroutine and starts the
-// watchdog, which reads the stream's content times from b.
+// watch starts the committed stream's watchdog: b classifies every read as
+// it passes, on the copy loop, and publishes the content chunks it finds.
+// A coded stream's classifier also codes the guard's closing frame.
 func (g *guardCall) watch(b *streamTee) {
-	b.mu, g.tee = &g.mu, b
-	g.s.Watch(g)
+	var tail guard.CodedTail
+	if b.frames != nil && b.frames.Coded() {
+		tail = b.frames
+	}
+	b.eager = true
+	g.progress = g.s.Watch(tail)
 }
 
-// LastContent parses what the tee has read and not parsed yet (the reads
-// since the last batch), so that the watchdog never takes content that has
-// arrived for silence.
-func (g *guardCall) LastContent() (int64, bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.tee.parseBatch()
-	return g.last, g.answered
-}
-
-// content records a content chunk for the watchdog. It runs under mu.
+// content publishes a content chunk for the watchdog.
 func (g *guardCall) content(at int64, kind string) {
-	g.last = at
-	if kind != semconv.ChunkKindReasoning {
-		g.answered = true
+	if g.progress != nil {
+		g.progress.Content(at, kind != semconv.ChunkKindReasoning)
+	}
+}
+
+// arrived tells the watchdog of a read not classified yet.
+func (g *guardCall) arrived(at int64) {
+	if g.progress != nil {
+		g.progress.Arrived(at)
+	}
+}
+
+// classified tells the watchdog every read so far is classified, and
+// whether the stream's frames can no longer be read (blind).
+func (g *guardCall) classified(blind bool) {
+	if g.progress == nil {
+		return
+	}
+	g.progress.Classified()
+	if blind {
+		g.progress.Blind()
 	}
 }
 

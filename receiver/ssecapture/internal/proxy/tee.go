@@ -6,37 +6,39 @@ package proxy
 import (
 	"bytes"
 	"io"
-	"sync"
 
 	"github.com/streamstall/streamstall/internal/llmstream"
 	"github.com/streamstall/streamstall/internal/sse"
+	"github.com/streamstall/streamstall/receiver/ssecapture/internal/frames"
 )
 
-// streamTee passes a streamed body (SSE, NDJSON or a JSON array: parser
-// cuts it) through untouched and classifies its frames
-// later, in batches: a read's bytes are copied aside with the time they
-// arrived, and parsed once some reads have gathered (or the body closes),
-// when ReverseProxy comes back for more after writing and flushing what it
-// has. Parsing thus adds no latency to the bytes it parses, and runs over
-// many frames at once: between two chunks the kernel and the other streams
-// push the parser's code and data out of the CPU caches, and parsing each
-// frame on its own cost several times what parsing them in a row does
-// (the BenchmarkChunkLatency CPU profile had Feed and Classify at about 6 µs
-// a frame, against about 1 in their microbenchmarks). Frames are stamped
-// with the time the read that completed them arrived.
+// streamTee passes a streamed body (SSE, NDJSON or a JSON array, in any
+// content coding the proxy decodes) through untouched and classifies its
+// frames (frames.Classifier, the guard's way too) later, in batches: a
+// read's bytes are copied aside with the time they arrived, and parsed once
+// some reads have gathered (or the body closes), when ReverseProxy comes
+// back for more after writing and flushing what it has. Parsing thus adds
+// no latency to the bytes it parses, and runs over many frames at once:
+// between two chunks the kernel and the other streams push the parser's
+// code and data out of the CPU caches, and parsing each frame on its own
+// cost several times what parsing them in a row does (the
+// BenchmarkChunkLatency CPU profile had Feed and Classify at about 6 µs a
+// frame, against about 1 in their microbenchmarks). Frames are stamped with
+// the time the read that completed them arrived.
+//
+// A guarded stream is parsed at every read instead (eager), still after
+// its bytes were written and flushed: its watchdog reads the last content
+// time the tee publishes, and never parses itself, so that every byte the
+// client has is classified before the copy loop waits for the next read
+// (and a read still on its way to a slow client counts as possible
+// content). The tee, like the call, is the copy loop's alone.
 type streamTee struct {
 	rc     io.ReadCloser
 	c      *call
-	parser sse.Splitter
-	batch  []byte     // the bytes of the reads not parsed yet, back to back
-	reads  []readMark // where each of those reads ends in batch, and when it arrived
-	at     int64      // arrival of the read being parsed
-	// decoder decodes a content-coded body for the parser; nil when the
-	// body is not coded.
-	decoder *sideDecoder
-	// mu, set on a guarded call, guards the batch and the parse: the
-	// guard's watchdog parses what is pending from its own goroutine.
-	mu *sync.Mutex
+	frames *frames.Classifier // nil when the body's coding is not decoded
+	batch  []byte             // the bytes of the reads not parsed yet, back to back
+	reads  []readMark         // where each of those reads ends in batch, and when it arrived
+	eager  bool
 }
 
 type readMark struct {
@@ -52,18 +54,36 @@ const (
 	parseBatchBytes = 8 << 10
 )
 
+// newStreamTee wraps the body rc of a call's stream in framing, in coding
+// (decodable says whether the proxy decodes it: if not, no frame is read
+// and the span says why).
+func newStreamTee(c *call, rc io.ReadCloser, framing sse.Framing, coding string, decodable bool) *streamTee {
+	b := &streamTee{rc: rc, c: c}
+	if !decodable {
+		c.captureFailed(captureUnsupportedEncoding, coding, nil)
+		return b
+	}
+	o := frames.Options{Shape: c.shape, Framing: framing, Coding: coding, MaxDecoded: c.d.maxDecoded}
+	if c.d.frameBudget != nil {
+		// Every framing's unfinished frames draw on the receiver's frame budget.
+		o.Budget = c.d.frameBudget
+	}
+	b.frames = frames.New(o, b.onFrame)
+	return b
+}
+
 func (b *streamTee) Read(p []byte) (int, error) {
-	b.lock()
-	if len(b.reads) >= parseBatchReads || len(b.batch) >= parseBatchBytes {
+	if len(b.reads) > 0 && (b.eager || len(b.reads) >= parseBatchReads || len(b.batch) >= parseBatchBytes) {
 		b.parseBatch()
 	}
-	b.unlock()
 	n, err := b.rc.Read(p)
 	if n > 0 {
-		b.lock()
+		at := b.c.d.clock.Now().UnixNano()
 		b.batch = append(b.batch, p[:n]...)
-		b.reads = append(b.reads, readMark{end: len(b.batch), at: b.c.d.clock.Now().UnixNano()})
-		b.unlock()
+		b.reads = append(b.reads, readMark{end: len(b.batch), at: at})
+		if b.eager {
+			b.c.guard.arrived(at)
+		}
 	}
 	switch {
 	case err == io.EOF:
@@ -75,58 +95,34 @@ func (b *streamTee) Read(p []byte) (int, error) {
 }
 
 func (b *streamTee) Close() error {
-	b.lock()
 	b.parseBatch()
-	// The decoder hands on what it still holds first, so that a clean end
-	// completes a last NDJSON line sent without its line feed.
-	b.closeDecoder()
-	if b.c.eof {
-		b.parser.Flush()
-	}
-	// An unfinished frame is discarded: its buffer goes back to the
-	// receiver's frame budget.
-	if p, ok := b.parser.(*sse.Parser); ok {
-		p.Reset()
-	}
-	if p, ok := b.parser.(*sse.EventStreamParser); ok {
-		p.Reset()
-	}
-	b.unlock()
+	b.closeFrames()
 	return b.rc.Close()
-}
-
-func (b *streamTee) lock() {
-	if b.mu != nil {
-		b.mu.Lock()
-	}
-}
-
-func (b *streamTee) unlock() {
-	if b.mu != nil {
-		b.mu.Unlock()
-	}
 }
 
 // parseBatch parses the reads gathered so far. An event over the parser's
 // size limit is skipped (and counted): the bytes still flow to the client,
 // and the frames after it are parsed as usual.
 func (b *streamTee) parseBatch() {
-	start := 0
-	for _, r := range b.reads {
-		b.at = r.at
-		b.feed(b.batch[start:r.end])
-		start = r.end
+	if b.frames != nil {
+		start := 0
+		for _, r := range b.reads {
+			b.frames.Write(b.batch[start:r.end], r.at)
+			start = r.end
+		}
+		b.c.oversized = b.frames.Oversized()
+	}
+	if b.eager {
+		b.c.guard.classified(b.frames == nil || b.frames.Blind())
 	}
 	b.batch, b.reads = b.batch[:0], b.reads[:0]
-	b.c.oversized = b.parser.Oversized()
 }
 
-func (b *streamTee) onEvent(ev *sse.Event) {
-	f, err := llmstream.Classify(b.c.shape, ev)
+func (b *streamTee) onFrame(f *llmstream.Frame, at int64, err error) {
 	if err != nil {
 		b.c.parseErr = err
 	}
-	b.c.onFrame(&f, b.at)
+	b.c.onFrame(f, at)
 }
 
 // jsonTee keeps (a bounded prefix of) a non-streaming response body to read

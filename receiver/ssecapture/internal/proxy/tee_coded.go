@@ -9,6 +9,8 @@ import (
 	"io"
 
 	"go.uber.org/zap"
+
+	"github.com/streamstall/streamstall/receiver/ssecapture/internal/frames"
 )
 
 // DefaultMaxDecodedResponseBytes bounds the decoded bytes of one
@@ -18,37 +20,16 @@ import (
 // memory beyond the decoder's fixed state.
 const DefaultMaxDecodedResponseBytes = 128 << 20
 
-// coded prepares the tee of a response in coding; ok is false when the
-// proxy cannot decode it, and then nothing is parsed.
-func (b *streamTee) coded(coding string, ok bool) {
-	switch {
-	case !ok:
-		b.c.captureFailed(captureUnsupportedEncoding, coding, nil)
-	case coding != codingIdentity:
-		b.decoder = newSideDecoder(coding, b.c.d.maxDecoded, b.parser.Feed)
-	}
-}
-
-// feed hands one read's bytes to the parser, through the decoder when the
-// body is coded, or nowhere when capture failed.
-func (b *streamTee) feed(p []byte) {
-	switch {
-	case b.decoder != nil:
-		b.decoder.Write(p)
-	case b.c.captureErr == "":
-		b.parser.Feed(p)
-	}
-}
-
-func (b *streamTee) closeDecoder() {
-	if b.decoder == nil {
+// closeFrames ends the tee's classifier and says in the span why it could
+// not read every frame of a coded body.
+func (b *streamTee) closeFrames() {
+	if b.frames == nil {
 		return
 	}
-	err := b.decoder.Close()
-	b.decoder = nil
+	err := b.frames.Close(b.c.eof)
 	switch {
 	case err == nil:
-	case errors.Is(err, errDecodedLimit):
+	case errors.Is(err, frames.ErrDecodedLimit):
 		b.c.captureFailed(captureDecodedLimit, "", nil)
 	default:
 		b.c.captureFailed(captureDecodeError, "", err)
@@ -59,10 +40,10 @@ func (b *streamTee) closeDecoder() {
 // when it is larger (its metadata is skipped, as for a large plain body) or
 // does not decode.
 func (b *jsonTee) decoded() ([]byte, bool) {
-	if b.coding == codingIdentity {
+	if b.coding == frames.Identity {
 		return b.buf.Bytes(), true
 	}
-	r, err := newDecoder(b.coding, bytes.NewReader(b.buf.Bytes()))
+	r, err := frames.NewDecoder(b.coding, bytes.NewReader(b.buf.Bytes()))
 	if err == nil {
 		var body []byte
 		body, err = io.ReadAll(io.LimitReader(r, maxResponseCapture+1))

@@ -70,8 +70,7 @@ func newShapedTee(shape llmstream.Shape, framing sse.Framing, reads []scriptedRe
 	clock := clockwork.NewFakeClockAt(scriptStart)
 	c := &call{d: &callDeps{clock: clock, maxValueLen: 256}, shape: shape}
 	body := &scriptedBody{clock: clock, reads: reads}
-	tee := &streamTee{rc: body, c: c}
-	tee.parser = sse.NewSplitter(framing, 0, tee.onEvent)
+	tee := newStreamTee(c, body, framing, "", true)
 	return tee, body, want.String()
 }
 

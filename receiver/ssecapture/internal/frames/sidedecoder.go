@@ -1,10 +1,12 @@
 // Copyright The streamstall Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package proxy
+package frames
 
 import (
+	"compress/gzip"
 	"errors"
+	"hash/crc32"
 	"io"
 )
 
@@ -37,10 +39,19 @@ type sideDecoder struct {
 	closed  bool  // the body ended: errors from here on are a truncation
 	decoded int64 // bytes handed to emit
 	err     error // why decoding stopped early, nil when it did not
+	// format is the body's container; sum and size are the checksum and
+	// length of what its current member decoded to, to code a closing
+	// frame after it (codedEnd).
+	format format
+	sum    uint32
+	size   uint32
+
+	// tail is the last coded bytes written, on the writer's side.
+	tail [4]byte
 }
 
-// errDecodedLimit: the decoded body passed the limit.
-var errDecodedLimit = errors.New("decoded body over the limit")
+// ErrDecodedLimit: the decoded body passed the limit.
+var ErrDecodedLimit = errors.New("decoded body over the limit")
 
 // decodeBufferSize is how many decoded bytes go to emit at a time.
 const decodeBufferSize = 8 << 10
@@ -62,6 +73,11 @@ func newSideDecoder(coding string, limit int64, emit func([]byte)) *sideDecoder 
 func (d *sideDecoder) Write(p []byte) {
 	if len(p) == 0 || d.stopped() {
 		return
+	}
+	if len(p) >= len(d.tail) {
+		copy(d.tail[:], p[len(p)-len(d.tail):])
+	} else {
+		d.tail = [4]byte(append(d.tail[len(p):], p...))
 	}
 	if !d.started {
 		d.started = true
@@ -102,10 +118,19 @@ func (d *sideDecoder) stopped() bool {
 
 func (d *sideDecoder) run() {
 	defer close(d.done)
-	r, err := newDecoder(d.coding, d)
+	r, f, err := openDecoder(d.coding, d)
 	if err != nil {
 		d.fail(err)
 		return
+	}
+	d.format = f
+	if d.format == formatZlib {
+		d.sum = 1 // Adler-32's start
+	}
+	gz, _ := r.(*gzip.Reader)
+	if gz != nil {
+		// Member by member, for the checksum of the current one.
+		gz.Multistream(false)
 	}
 	defer func() { _ = r.Close() }()
 	buf := make([]byte, decodeBufferSize)
@@ -115,21 +140,35 @@ func (d *sideDecoder) run() {
 			if room := d.limit - d.decoded; int64(n) > room {
 				d.emit(buf[:room])
 				d.decoded = d.limit
-				d.err = errDecodedLimit
+				d.err = ErrDecodedLimit
 				return
 			}
 			d.decoded += int64(n)
+			d.account(buf[:n])
 			d.emit(buf[:n])
 		}
+		if err == io.EOF && gz != nil && gz.Reset(d) == nil {
+			d.sum, d.size = 0, 0 // gzip members may follow one another until the body ends
+			continue
+		}
 		if err == io.EOF {
-			// The coding ended (a zlib or raw deflate stream has one end;
-			// gzip members may follow one another until the body ends).
-			return
+			return // the coding ended
 		}
 		if err != nil {
 			d.fail(err)
 			return
 		}
+	}
+}
+
+// account adds decoded bytes to the current member's checksum and length.
+func (d *sideDecoder) account(p []byte) {
+	switch d.format {
+	case formatGzip:
+		d.sum = crc32.Update(d.sum, crc32.IEEETable, p)
+		d.size += uint32(len(p)) // ISIZE is the length modulo 2^32
+	case formatZlib:
+		d.sum = adler32Update(d.sum, p)
 	}
 }
 

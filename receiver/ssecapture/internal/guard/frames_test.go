@@ -1,0 +1,294 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package guard
+
+import (
+	"bytes"
+	"compress/gzip"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/streamstall/streamstall/internal/llmstream"
+	"github.com/streamstall/streamstall/internal/sse"
+	"github.com/streamstall/streamstall/receiver/ssecapture/internal/frames"
+)
+
+// gzipChunks codes frames in one gzip member, flushed after each frame as
+// a streaming upstream sends them: one coded chunk per frame.
+func gzipChunks(t *testing.T, frames ...string) []string {
+	t.Helper()
+	var out bytes.Buffer
+	zw := gzip.NewWriter(&out)
+	chunks := make([]string, 0, len(frames))
+	for _, f := range frames {
+		_, err := io.WriteString(zw, f)
+		require.NoError(t, err)
+		require.NoError(t, zw.Flush())
+		chunks = append(chunks, out.String())
+		out.Reset()
+	}
+	return chunks
+}
+
+var gzipStream = http.Header{"Content-Type": {"text/event-stream"}, "Content-Encoding": {"gzip"}}
+
+// copyLoop stands for the proxy's tee on the test's goroutine: it reads the
+// committed body as ReverseProxy does, classifies what it read with the
+// same frames.Classifier, and publishes the content chunks to the watchdog.
+type copyLoop struct {
+	body     io.Reader
+	cls      *frames.Classifier
+	progress *Progress
+	got      bytes.Buffer
+}
+
+func watchCoded(t *testing.T, h *harness, s *Session, resp *http.Response) *copyLoop {
+	t.Helper()
+	l := &copyLoop{body: resp.Body}
+	l.cls = frames.New(frames.Options{Shape: llmstream.ShapeChatCompletions, Framing: sse.FramingSSE, Coding: frames.Gzip, MaxDecoded: 1 << 30},
+		func(f *llmstream.Frame, at int64, _ error) {
+			if f.Kind == llmstream.KindContent && l.progress != nil {
+				l.progress.Content(at, true)
+			}
+		})
+	t.Cleanup(func() { _ = l.cls.Close(false) })
+	l.progress = s.Watch(l.cls)
+	require.NotNil(t, l.progress, "the coded stream is watched")
+	_ = h
+	return l
+}
+
+// read reads n bytes, or to the end when n < 0.
+func (l *copyLoop) read(t *testing.T, clockNow int64, n int) string {
+	t.Helper()
+	var b []byte
+	if n < 0 {
+		var err error
+		b, err = io.ReadAll(l.body)
+		require.NoError(t, err, "the stream ends cleanly")
+	} else {
+		b = []byte(readN(t, l.body, n))
+	}
+	l.cls.Write(b, clockNow)
+	l.got.Write(b)
+	return string(b)
+}
+
+func gunzip(t *testing.T, b []byte) string {
+	t.Helper()
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	require.NoError(t, err)
+	out, err := io.ReadAll(zr)
+	require.NoError(t, err, "the client's gzip stream is whole, checksum and all")
+	return string(out)
+}
+
+// TestCodedStreamCommitsOnItsFirstContentChunk: a gzip stream is read for
+// its decoded frames, so its first content chunk commits it at once (no
+// hedge, no TTFT timeout), the client gets the coded bytes as sent, and a
+// stall after it ends with the stall frame in the stream's own coding.
+func TestCodedStreamCommitsOnItsFirstContentChunk(t *testing.T) {
+	h := newHarness(t, Rule{Delay: 100 * time.Millisecond, TTFTTimeout: time.Second, StallTimeout: time.Second, MaxAttempts: 2})
+	s, out, _ := h.call(t)
+	p := h.primary.next(t)
+	coded := gzipChunks(t, roleFrame, textFrame, textFrame)
+	p.streamWith(gzipStream, coded[0])
+	h.blockUntil(t, 1)
+	pending(t, out)
+	p.write(coded[1])
+	r := wait(t, out)
+	require.NoError(t, r.err, "committed on the decoded content chunk, before the hedge delay")
+	h.alt.none(t)
+
+	l := watchCoded(t, h, s, r.resp)
+	assert.Equal(t, coded[0]+coded[1], l.read(t, h.clock.Now().UnixNano(), len(coded[0]+coded[1])), "the coded bytes, byte for byte")
+	h.clock.Advance(600 * time.Millisecond)
+	p.write(coded[2])
+	l.read(t, h.clock.Now().UnixNano(), len(coded[2]))
+	h.blockUntil(t, 1)
+	h.clock.Advance(400 * time.Millisecond) // the first deadline: content at 600 ms moved it
+	h.blockUntil(t, 1)
+	h.clock.Advance(600 * time.Millisecond)
+	assert.ErrorIs(t, p.cancelled(t), errStalled)
+	l.read(t, h.clock.Now().UnixNano(), -1)
+	require.NoError(t, r.resp.Body.Close())
+	s.Finish()
+	assert.Equal(t, ErrTypeStallTimeout, s.Ended())
+
+	frame := string(llmstream.ErrorFrame(llmstream.ShapeChatCompletions, http.StatusGatewayTimeout, ErrTypeStallTimeout,
+		"stream stalled: no content for 1s (stall_timeout 1s, sse_capture guard)", false))
+	assert.Equal(t, roleFrame+textFrame+textFrame+frame, gunzip(t, l.got.Bytes()), "the stall frame, gzip-coded after the stream")
+}
+
+// TestCodedStreamNotAtAFlushIsCut: a coded stream that stalls in the middle
+// of its coding cannot take a frame: it is cut, and still counts as ended
+// by the watchdog.
+func TestCodedStreamNotAtAFlushIsCut(t *testing.T) {
+	h := newHarness(t, Rule{StallTimeout: time.Second, MaxAttempts: 1})
+	s, out, _ := h.call(t)
+	p := h.primary.next(t)
+	coded := gzipChunks(t, roleFrame+textFrame, textFrame)
+	p.streamWith(gzipStream, coded[0], coded[1][:len(coded[1])-2]) // the flush mark's last bytes are missing
+	r := wait(t, out)
+	require.NoError(t, r.err)
+	l := watchCoded(t, h, s, r.resp)
+	l.read(t, h.clock.Now().UnixNano(), len(coded[0]))
+	l.read(t, h.clock.Now().UnixNano(), len(coded[1])-2)
+	h.blockUntil(t, 1)
+	h.clock.Advance(time.Second)
+	assert.ErrorIs(t, p.cancelled(t), errStalled)
+	_, err := io.ReadAll(r.resp.Body)
+	require.Error(t, err, "cut: a plain frame would corrupt the coding")
+	require.NoError(t, r.resp.Body.Close())
+	s.Finish()
+	assert.Equal(t, ErrTypeStallTimeout, s.Ended())
+}
+
+// commentChunk is a 16 KiB SSE comment: bytes without content.
+var commentChunk = ":" + strings.Repeat("x", 16<<10-3) + "\n\n"
+
+// TestPastTheHeldBoundTheStreamIsWatched: more than maxHeldBytes before any
+// content commits the attempt then, and it is still framed and watched: a
+// stall after it is ended at stall_timeout from the commit.
+func TestPastTheHeldBoundTheStreamIsWatched(t *testing.T) {
+	h := newHarness(t, Rule{StallTimeout: time.Second, MaxAttempts: 1})
+	s, out, _ := h.call(t)
+	p := h.primary.next(t)
+	p.stream(roleFrame)
+	n := maxHeldBytes/len(commentChunk) + 1
+	go func() {
+		for range n {
+			p.write(commentChunk)
+		}
+	}()
+	r := wait(t, out)
+	require.NoError(t, r.err, "committed past the bound, before any content")
+	cc := &contentClock{p: s.Watch(nil)}
+	require.NotNil(t, cc.p, "watched")
+	held := readN(t, r.resp.Body, len(roleFrame)+n*len(commentChunk))
+	assert.Equal(t, roleFrame+strings.Repeat(commentChunk, n), held, "the client gets every byte")
+	p.write(keepaliveFrame)
+	assert.Equal(t, keepaliveFrame, readN(t, r.resp.Body, len(keepaliveFrame)))
+	h.blockUntil(t, 1)
+	h.clock.Advance(time.Second)
+	assert.ErrorIs(t, p.cancelled(t), errStalled, "keepalives never move the deadline")
+	rest, err := io.ReadAll(r.resp.Body)
+	require.NoError(t, err)
+	assert.Contains(t, string(rest), `"stall_timeout"`)
+	require.NoError(t, r.resp.Body.Close())
+	s.Finish()
+	assert.Equal(t, ErrTypeStallTimeout, s.Ended())
+}
+
+// TestHeldBytesDrawOnTheSharedBudget: an attempt holds its first heldFree
+// bytes for free and draws on the receiver's budget past them; when the
+// budget cannot take more it is committed with what it holds (nothing is
+// lost, nothing more is held), and the budget is whole again once the
+// client has the bytes.
+func TestHeldBytesDrawOnTheSharedBudget(t *testing.T) {
+	h := newHarness(t, Rule{StallTimeout: time.Second, MaxAttempts: 1})
+	s, out, _ := h.call(t)
+	budget := sse.NewSharedBudget(128 << 10)
+	s.Budget = budget
+	p := h.primary.next(t)
+	p.stream(roleFrame)
+	const n = 32 // 512 KiB: past heldFree and the budget, under maxHeldBytes
+	go func() {
+		for range n {
+			p.write(commentChunk)
+		}
+	}()
+	r := wait(t, out)
+	require.NoError(t, r.err, "committed when the budget refused more")
+	assert.Positive(t, budget.Used(), "the held bytes past heldFree draw on the budget")
+	assert.LessOrEqual(t, budget.Used(), int64(128<<10))
+	require.NotNil(t, s.Watch(nil), "watched")
+	held := readN(t, r.resp.Body, len(roleFrame)+n*len(commentChunk))
+	assert.Equal(t, roleFrame+strings.Repeat(commentChunk, n), held, "every byte, the ones read after the commit too")
+	assert.Zero(t, budget.Used(), "given back once the client has them")
+	require.NoError(t, r.resp.Body.Close())
+	s.Finish()
+	assert.Zero(t, budget.Used())
+}
+
+// TestDroppedAttemptGivesItsBudgetBack: a loser's held bytes are let go.
+func TestDroppedAttemptGivesItsBudgetBack(t *testing.T) {
+	h := newHarness(t, Rule{Delay: 100 * time.Millisecond, MaxAttempts: 2})
+	s, out, _ := h.call(t)
+	budget := sse.NewSharedBudget(4 << 20)
+	s.Budget = budget
+	p := h.primary.next(t)
+	p.stream(roleFrame)
+	for range 8 {
+		p.write(commentChunk)
+	}
+	require.Eventually(t, func() bool { return budget.Used() > 0 }, 5*time.Second, time.Millisecond)
+	h.blockUntil(t, 1)
+	h.clock.Advance(100 * time.Millisecond)
+	a := h.alt.next(t)
+	a.stream(roleFrame, textFrame)
+	r := wait(t, out)
+	require.NoError(t, r.err)
+	assert.ErrorIs(t, p.cancelled(t), errLoser)
+	readN(t, r.resp.Body, len(roleFrame+textFrame))
+	require.NoError(t, r.resp.Body.Close())
+	s.Finish()
+	assert.Zero(t, budget.Used(), "the loser's held bytes gave their budget back")
+}
+
+// TestDoneBeforeContentIsNotWatched: a stream that completes without
+// content is passed on as it came, and no watchdog ends it.
+func TestDoneBeforeContentIsNotWatched(t *testing.T) {
+	h := newHarness(t, Rule{StallTimeout: time.Second, MaxAttempts: 1})
+	s, out, _ := h.call(t)
+	p := h.primary.next(t)
+	p.stream(roleFrame, doneFrame)
+	r := wait(t, out)
+	require.NoError(t, r.err)
+	assert.Nil(t, s.Watch(nil), "not watched")
+	assert.Equal(t, roleFrame+doneFrame, readN(t, r.resp.Body, len(roleFrame+doneFrame)))
+	h.clock.Advance(time.Hour)
+	p.end()
+	rest, err := io.ReadAll(r.resp.Body)
+	require.NoError(t, err)
+	assert.Empty(t, rest, "no frame of the guard's")
+	require.NoError(t, r.resp.Body.Close())
+	s.Finish()
+	assert.Empty(t, s.Ended())
+}
+
+// TestReadNotClassifiedYetIsNoSilence: a read the copy loop has not
+// classified yet (its bytes still on their way to a slow client) may hold
+// content: the watchdog waits for it; once it is classified as no content,
+// the silence counts from the last content chunk.
+func TestReadNotClassifiedYetIsNoSilence(t *testing.T) {
+	h := newHarness(t, Rule{StallTimeout: time.Second, MaxAttempts: 1})
+	s, p, resp, cc := h.commit(t, textFrame)
+	start := h.clock.Now()
+	h.blockUntil(t, 1)
+	h.clock.Advance(900 * time.Millisecond)
+	cc.p.Arrived(h.clock.Now().UnixNano())
+	h.clock.Advance(100 * time.Millisecond) // the first deadline: a read is still unclassified
+	h.blockUntil(t, 1)
+	select {
+	case <-p.req.Context().Done():
+		t.Fatal("cut while a read was still to be classified")
+	default:
+	}
+	cc.p.Classified() // it held no content
+	h.clock.Advance(900 * time.Millisecond)
+	assert.ErrorIs(t, p.cancelled(t), errStalled)
+	rest, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	assert.Contains(t, string(rest), "no content for 1.9s", "the silence since the last content chunk at %s", start)
+	require.NoError(t, resp.Body.Close())
+	s.Finish()
+	assert.Equal(t, ErrTypeStallTimeout, s.Ended())
+}
