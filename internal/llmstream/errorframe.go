@@ -6,6 +6,8 @@ package llmstream
 import (
 	"encoding/json"
 	"net/http"
+
+	"github.com/streamstall/streamstall/internal/sse"
 )
 
 // What a proxy that ends a call itself tells the client, in the provider's
@@ -50,53 +52,156 @@ func anthropicErrorType(status int) string {
 // itself: every one of them (504, 503) is on the server's side.
 const openAIErrorType = "server_error"
 
-// ErrorFrame returns the SSE bytes that end a stream of the given shape with
-// an error: for Chat Completions and Completions a `data:` frame holding an
-// `error` object (what the OpenAI SDKs raise on); for the Responses API an
-// `error` event, which also carries the `error` object so that the SDKs that
-// only look for that key raise too; for Anthropic Messages an `event: error`
-// frame. The frame starts with a line break when lineOpen says the bytes
-// already written end in the middle of a line, so that it is read as a frame
-// of its own. status is the HTTP status the error stands for (504 for a
-// timeout, 503 for a shutdown): Anthropic's error type follows from it. A
-// shape without a format of its own gets the Chat Completions frame.
-func ErrorFrame(shape Shape, status int, code, message string, lineOpen bool) []byte {
-	var b []byte
-	if lineOpen {
-		b = append(b, "\n\n"...)
+// HasErrorFrame reports whether the shape has an error format of its own,
+// in a stream and in a body: every shape a proxy may end a stream of.
+func HasErrorFrame(s Shape) bool {
+	switch s {
+	case ShapeChatCompletions, ShapeCompletions, ShapeResponses, ShapeMessages,
+		ShapeGemini, ShapeOllamaChat, ShapeOllamaGenerate:
+		return true
 	}
+	return false
+}
+
+// ErrorFrame returns the bytes that end the stream b has followed with an
+// error, in the shape's format and the stream's framing: first what closes
+// the open line, event or element (see Boundary), then
+//   - Chat Completions, Completions: a `data:` frame holding an `error`
+//     object, what the OpenAI SDKs raise on;
+//   - Responses: an `error` event with its code, message, param and the
+//     next sequence_number, also carrying the `error` object so that the
+//     SDKs that only look for that key raise too;
+//   - Anthropic Messages: an `event: error` frame;
+//   - Gemini: Google's error object, as a `data:` frame, or as the last
+//     element of the JSON array, closing it;
+//   - Ollama: an `{"error":"..."}` line.
+//
+// status is the HTTP status the error stands for (504 for a timeout, 503
+// for a shutdown): Anthropic's error type and Google's status follow from
+// it. A shape without a format of its own gets the Chat Completions frame.
+func (b *Boundary) ErrorFrame(status int, code, message string) []byte {
+	obj := errorObject(b.shape, status, code, message, b.seq.Next())
+	var out []byte
+	switch b.framing {
+	case sse.FramingNDJSON:
+		out = append(out, b.closeLine()...)
+		out = append(out, obj...)
+		return append(out, '\n')
+	case sse.FramingJSONArray:
+		return b.arr.closeWith(obj)
+	}
+	out = append(out, b.closeSSE()...)
+	if b.shape == ShapeMessages || b.shape == ShapeResponses {
+		out = append(out, "event: error\n"...)
+	}
+	out = append(out, "data: "...)
+	out = append(out, obj...)
+	return append(out, "\n\n"...)
+}
+
+// errorObject is the JSON of the shape's error, as a stream carries it.
+func errorObject(shape Shape, status int, code, message string, seq int64) []byte {
 	switch shape {
 	case ShapeMessages:
-		b = append(b, "event: error\ndata: "...)
-		b = appendJSON(b, newAnthropicError(status, message))
+		return appendJSON(nil, newAnthropicError(status, message))
 	case ShapeResponses:
-		b = append(b, "event: error\ndata: "...)
-		b = appendJSON(b, struct {
-			Type    string      `json:"type"`
-			Code    string      `json:"code"`
-			Message string      `json:"message"`
-			Param   *string     `json:"param"`
-			Error   openAIError `json:"error"`
-		}{Type: "error", Code: code, Message: message, Error: newOpenAIError(code, message)})
-	default:
-		b = append(b, "data: "...)
-		b = appendJSON(b, struct {
-			Error openAIError `json:"error"`
-		}{newOpenAIError(code, message)})
+		return appendJSON(nil, responsesErrorEvent{
+			Type: "error", Code: code, Message: message, SequenceNumber: seq, Error: newOpenAIError(code, message),
+		})
+	case ShapeGemini:
+		return appendJSON(nil, newGoogleErrorBody(status, message))
+	case ShapeOllamaChat, ShapeOllamaGenerate:
+		return appendJSON(nil, ollamaErrorBody{Error: message})
 	}
-	return append(b, "\n\n"...)
+	return appendJSON(nil, openAIErrorBody{newOpenAIError(code, message)})
+}
+
+// closeWith ends a streamed array with obj as its last element. A cut
+// element cannot be closed without its grammar: the error follows it as
+// the next element, so that a client that reads elements as they come
+// still gets it. After the closing bracket there is nothing to add but
+// white space.
+func (a *arrayTracker) closeWith(obj []byte) []byte {
+	var out []byte
+	switch a.place {
+	case arrayClosed:
+		return []byte("\n")
+	case arrayNotOpen:
+		out = append(out, '[')
+	case arrayBefore:
+	default:
+		if a.bare {
+			return append(append([]byte("\n"), obj...), '\n')
+		}
+		out = append(out, ',')
+	}
+	out = append(out, obj...)
+	return append(out, ']')
 }
 
 // ErrorBody returns the JSON body of an error response with the given HTTP
 // status, in the shape's format: Anthropic's {"type":"error","error":{...}},
-// OpenAI's {"error":{...}} for the other shapes.
+// Google's {"error":{"code":..,"message":..,"status":..}}, Ollama's
+// {"error":"..."}, OpenAI's {"error":{...}} for the other shapes.
 func ErrorBody(shape Shape, status int, code, message string) []byte {
-	if shape == ShapeMessages {
+	switch shape {
+	case ShapeMessages:
 		return appendJSON(nil, newAnthropicError(status, message))
+	case ShapeGemini:
+		return appendJSON(nil, newGoogleErrorBody(status, message))
+	case ShapeOllamaChat, ShapeOllamaGenerate:
+		return appendJSON(nil, ollamaErrorBody{Error: message})
 	}
-	return appendJSON(nil, struct {
-		Error openAIError `json:"error"`
-	}{newOpenAIError(code, message)})
+	return appendJSON(nil, openAIErrorBody{newOpenAIError(code, message)})
+}
+
+type openAIErrorBody struct {
+	Error openAIError `json:"error"`
+}
+
+// responsesErrorEvent is the Responses API's `error` event.
+type responsesErrorEvent struct {
+	Type           string      `json:"type"`
+	Code           string      `json:"code"`
+	Message        string      `json:"message"`
+	Param          *string     `json:"param"`
+	SequenceNumber int64       `json:"sequence_number"`
+	Error          openAIError `json:"error"`
+}
+
+// googleErrorBody is Google's error (google.rpc.Status in its JSON
+// mapping): code is the HTTP status, status its canonical name.
+type googleErrorBody struct {
+	Error struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+		Status  string `json:"status"`
+	} `json:"error"`
+}
+
+func newGoogleErrorBody(status int, message string) googleErrorBody {
+	var e googleErrorBody
+	e.Error.Code, e.Error.Message, e.Error.Status = status, message, googleStatus(status)
+	return e
+}
+
+// googleStatus is the canonical code (google.rpc.Code) Google's APIs
+// answer an HTTP status with.
+func googleStatus(status int) string {
+	switch status {
+	case http.StatusGatewayTimeout:
+		return "DEADLINE_EXCEEDED"
+	case http.StatusServiceUnavailable:
+		return "UNAVAILABLE"
+	case http.StatusTooManyRequests:
+		return "RESOURCE_EXHAUSTED"
+	}
+	return "INTERNAL"
+}
+
+// ollamaErrorBody is Ollama's error: a message and nothing else.
+type ollamaErrorBody struct {
+	Error string `json:"error"`
 }
 
 func newOpenAIError(code, message string) openAIError {

@@ -72,7 +72,7 @@ type committedBody struct {
 
 	pending  []byte // the error frame, still to be read
 	finished bool
-	lineOpen bool // the bytes read so far end in the middle of a line
+	boundary llmstream.Boundary // where the bytes read so far leave the stream's framing
 	end      endReason
 	err      error
 }
@@ -105,13 +105,13 @@ func (b *committedBody) Read(p []byte) (int, error) {
 		return n, err
 	case b.stalled.Load():
 		b.end = endStall
-		b.pending = llmstream.ErrorFrame(b.s.shape, http.StatusGatewayTimeout, ErrTypeStallTimeout,
+		b.pending = b.boundary.ErrorFrame(http.StatusGatewayTimeout, ErrTypeStallTimeout,
 			fmt.Sprintf("stream stalled: no content for %s (stall_timeout %s, sse_capture guard)",
-				b.silence.Round(time.Millisecond), b.timeout), b.lineOpen)
+				b.silence.Round(time.Millisecond), b.timeout))
 	case b.framed && b.s.stopping.Err() != nil:
 		b.end = endShutdown
-		b.pending = llmstream.ErrorFrame(b.s.shape, http.StatusServiceUnavailable, errTypeShutdown,
-			"stream ended: the collector is shutting down (sse_capture guard)", b.lineOpen)
+		b.pending = b.boundary.ErrorFrame(http.StatusServiceUnavailable, errTypeShutdown,
+			"stream ended: the collector is shutting down (sse_capture guard)")
 	default:
 		b.end, b.err = endBroken, err
 		return n, err
@@ -120,9 +120,10 @@ func (b *committedBody) Read(p []byte) (int, error) {
 	return n, nil // the frame follows on the next read
 }
 
-// track remembers whether the bytes given to the client end mid-line.
+// track follows the bytes given to the client, so that an error frame
+// after them starts on a frame boundary.
 func (b *committedBody) track(p []byte) {
-	b.lineOpen = p[len(p)-1] != '\n'
+	b.boundary.Track(p)
 }
 
 func (b *committedBody) Close() error {

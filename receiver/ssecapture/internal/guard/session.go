@@ -315,8 +315,8 @@ func (s *Session) read(ctx context.Context, i int, rd *reader, req *http.Request
 	case resp.StatusCode >= 400:
 		rd.err = &StatusError{Status: resp.StatusCode}
 		e.kind, e.class, e.err = evFailed, classify(resp.StatusCode), rd.err
-	case isEventStream(resp):
-		e.kind, e.err = s.scan(rd, resp.Body)
+	case s.streamed(resp):
+		e.kind, e.err = s.scan(rd, resp)
 		if e.err != nil {
 			rd.err = e.err
 			e.class = hedgecore.Retryable
@@ -328,14 +328,24 @@ func (s *Session) read(ctx context.Context, i int, rd *reader, req *http.Request
 	}
 }
 
-func isEventStream(resp *http.Response) bool {
-	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	return mt == "text/event-stream" && resp.StatusCode < 300
+// streamed reports whether resp is a stream the guard can frame.
+func (s *Session) streamed(resp *http.Response) bool {
+	_, ok := s.streamFraming(resp)
+	return ok
 }
 
-// scan reads an event stream until its first content chunk, its end or its
+// streamFraming is how resp is streamed (Server-Sent Events, Ollama's
+// NDJSON, Gemini's JSON array), as the proxy's tee frames it.
+func (s *Session) streamFraming(resp *http.Response) (sse.Framing, bool) {
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	// A guarded call asked for a stream.
+	return llmstream.StreamFraming(s.shape, true, resp.StatusCode, mt)
+}
+
+// scan reads a stream until its first content chunk, its end or its
 // failure, holding every byte read.
-func (s *Session) scan(rd *reader, body io.Reader) (eventKind, error) {
+func (s *Session) scan(rd *reader, resp *http.Response) (eventKind, error) {
+	framing, _ := s.streamFraming(resp)
 	const (
 		undecided = iota
 		content
@@ -344,8 +354,7 @@ func (s *Session) scan(rd *reader, body io.Reader) (eventKind, error) {
 	)
 	state := undecided
 	var at int64
-	var p sse.Parser
-	p.Handler = func(ev *sse.Event) {
+	p := sse.NewSplitter(framing, 0, func(ev *sse.Event) {
 		if state != undecided {
 			return // the rest of the read is held as it is
 		}
@@ -361,10 +370,10 @@ func (s *Session) scan(rd *reader, body io.Reader) (eventKind, error) {
 		default:
 			rd.frames = append(rd.frames, Frame{At: at, Kind: f.Kind})
 		}
-	}
+	})
 	buf := make([]byte, readBufferSize)
 	for {
-		n, err := body.Read(buf)
+		n, err := resp.Body.Read(buf)
 		if n > 0 {
 			at = s.now()
 			rd.held = append(rd.held, buf[:n]...)
@@ -402,7 +411,8 @@ func (s *Session) result(ctx context.Context) (*http.Response, error) {
 		rd := s.readers[c]
 		resp := rd.resp
 		b := &committedBody{s: s, held: rd.held, rc: resp.Body, cancel: s.live[c].cancel}
-		if isEventStream(resp) && rd.firstKind != "" {
+		if framing, ok := s.streamFraming(resp); ok && rd.firstKind != "" {
+			b.boundary = llmstream.NewBoundary(s.shape, framing)
 			b.framed, b.watch = true, s.pol.watches()
 			b.commitAt = s.race.Attempt(c).First
 			b.commitAnswered = rd.firstKind != semconv.ChunkKindReasoning
