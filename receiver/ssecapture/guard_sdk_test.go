@@ -179,7 +179,13 @@ var stallRuns = map[string]func(t *testing.T, baseURL string) sdkStreamRun{
 				run.err = *e.Error
 				break
 			}
-			run.texts = append(run.texts, e.Candidates[0].Content.Parts[0].Text)
+			var text strings.Builder
+			for _, c := range e.Candidates {
+				for _, p := range c.Content.Parts {
+					text.WriteString(p.Text)
+				}
+			}
+			run.texts = append(run.texts, text.String())
 		}
 		return run
 	},
