@@ -47,7 +47,13 @@ var stalledOpeners = map[string]stalledOpener{
 		`data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"gpt-4o","choices":[{"index":0,"delta":{"content":"` + firstText + `"}}]}` + "\n\n" +
 			`data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"gpt-4o","choices":[{"index":0,"delta":{"content":"` + secondText + `"}}]}` + "\n"},
 	"responses": {"/v1/responses", "text/event-stream",
-		"event: response.output_text.delta\n" +
+		"event: response.created\n" +
+			`data: {"type":"response.created","sequence_number":0,"response":{"id":"r1","object":"response","created_at":1,"status":"in_progress","model":"gpt-4.1","output":[]}}` + "\n\n" +
+			"event: response.output_item.added\n" +
+			`data: {"type":"response.output_item.added","sequence_number":1,"output_index":0,"item":{"id":"m1","type":"message","status":"in_progress","role":"assistant","content":[]}}` + "\n\n" +
+			"event: response.content_part.added\n" +
+			`data: {"type":"response.content_part.added","sequence_number":2,"item_id":"m1","output_index":0,"content_index":0,"part":{"type":"output_text","text":"","annotations":[]}}` + "\n\n" +
+			"event: response.output_text.delta\n" +
 			`data: {"type":"response.output_text.delta","sequence_number":3,"item_id":"m1","output_index":0,"content_index":0,"delta":"` + firstText + `"}` + "\n\n" +
 			"event: response.output_text.delta\n" +
 			`data: {"type":"response.output_text.delta","sequence_number":4,"item_id":"m1","output_index":0,"content_index":0,"delta":"` + secondText + `"}` + "\n"},
@@ -127,7 +133,9 @@ var stallRuns = map[string]func(t *testing.T, baseURL string) sdkStreamRun{
 			Model: "gpt-4.1", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")},
 		})
 		for s.Next() {
-			run.texts = append(run.texts, s.Current().Delta)
+			if ev := s.Current(); ev.Type == "response.output_text.delta" {
+				run.texts = append(run.texts, ev.Delta)
+			}
 		}
 		run.err = s.Err()
 		return run
