@@ -29,33 +29,41 @@ type arrayTracker struct {
 	scalar   bool // a number or literal element: it ends at a delimiter
 }
 
-var stringSpecials = []byte{'"', '\\'}
-
 func (a *arrayTracker) track(p []byte) {
 	for i := 0; i < len(p); i++ {
-		if a.inString {
-			if a.escaped {
-				a.escaped = false
-				continue
-			}
-			// Strings are most of the bytes: skip to what can end one.
-			j := bytes.IndexAny(p[i:], string(stringSpecials))
-			if j < 0 {
-				return
-			}
-			i += j
-			if p[i] == '\\' {
-				a.escaped = true
-				continue
-			}
-			a.inString = false
-			if a.depth == 0 {
-				a.endElement()
-			}
+		if !a.inString {
+			a.step(p[i])
 			continue
 		}
-		a.step(p[i])
+		if a.escaped {
+			a.escaped = false
+			continue
+		}
+		// Strings are most of the bytes: skip to the quote that can end
+		// this one; the backslashes before it say whether it does.
+		j := bytes.IndexByte(p[i:], '"')
+		if j < 0 {
+			a.escaped = backslashes(p[i:])%2 == 1
+			return
+		}
+		i += j
+		if backslashes(p[i-j:i])%2 == 1 {
+			continue // an escaped quote
+		}
+		a.inString = false
+		if a.depth == 0 {
+			a.endElement()
+		}
 	}
+}
+
+// backslashes counts the backslashes that end b.
+func backslashes(b []byte) int {
+	n := 0
+	for n < len(b) && b[len(b)-1-n] == '\\' {
+		n++
+	}
+	return n
 }
 
 // step takes one byte outside a string.
