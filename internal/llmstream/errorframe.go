@@ -103,17 +103,17 @@ func (b *Boundary) ErrorFrame(status int, code, message string) []byte {
 func errorObject(shape Shape, status int, code, message string, seq int64) []byte {
 	switch shape {
 	case ShapeMessages:
-		return appendJSON(nil, newAnthropicError(status, message))
+		return marshal(newAnthropicError(status, message))
 	case ShapeResponses:
-		return appendJSON(nil, responsesErrorEvent{
+		return marshal(responsesErrorEvent{
 			Type: "error", Code: code, Message: message, SequenceNumber: seq, Error: newOpenAIError(code, message),
 		})
 	case ShapeGemini:
-		return appendJSON(nil, newGoogleErrorBody(status, message))
+		return marshal(newGoogleErrorBody(status, message))
 	case ShapeOllamaChat, ShapeOllamaGenerate:
-		return appendJSON(nil, ollamaErrorBody{Error: message})
+		return marshal(ollamaErrorBody{Error: message})
 	}
-	return appendJSON(nil, openAIErrorBody{newOpenAIError(code, message)})
+	return marshal(openAIErrorBody{newOpenAIError(code, message)})
 }
 
 // closeWith ends a streamed array with obj as its last element. A cut
@@ -146,13 +146,13 @@ func (a *arrayTracker) closeWith(obj []byte) []byte {
 func ErrorBody(shape Shape, status int, code, message string) []byte {
 	switch shape {
 	case ShapeMessages:
-		return appendJSON(nil, newAnthropicError(status, message))
+		return marshal(newAnthropicError(status, message))
 	case ShapeGemini:
-		return appendJSON(nil, newGoogleErrorBody(status, message))
+		return marshal(newGoogleErrorBody(status, message))
 	case ShapeOllamaChat, ShapeOllamaGenerate:
-		return appendJSON(nil, ollamaErrorBody{Error: message})
+		return marshal(ollamaErrorBody{Error: message})
 	}
-	return appendJSON(nil, openAIErrorBody{newOpenAIError(code, message)})
+	return marshal(openAIErrorBody{newOpenAIError(code, message)})
 }
 
 type openAIErrorBody struct {
@@ -214,8 +214,8 @@ func newAnthropicError(status int, message string) anthropicError {
 	return e
 }
 
-func appendJSON(b []byte, v any) []byte {
-	// The values are structs of strings: marshalling cannot fail.
+func marshal(v any) []byte {
+	// The values are structs of strings and numbers: marshalling cannot fail.
 	data, _ := json.Marshal(v)
-	return append(b, data...)
+	return data
 }

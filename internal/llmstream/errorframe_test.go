@@ -32,10 +32,11 @@ var (
 		`data: {"type":"response.output_text.delta","sequence_number":41,"item_id":"m1","output_index":0,"content_index":0,"delta":"Hel"}`
 	messagesOpener = "event: content_block_delta\n" +
 		`data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hel"}}`
-	geminiElement   = `{"candidates":[{"content":{"parts":[{"text":"Hel"}],"role":"model"},"index":0}],"modelVersion":"gemini-2.5-flash"}`
-	ollamaChatLine  = `{"model":"llama3.2","created_at":"2026-11-29T12:00:00.5Z","message":{"role":"assistant","content":"Hel"},"done":false}`
-	ollamaGenLine   = `{"model":"llama3.2","created_at":"2026-11-29T12:00:00.5Z","response":"Hel","done":false}`
-	geminiSSEOpener = "data: " + geminiElement
+	geminiElement     = `{"candidates":[{"content":{"parts":[{"text":"Hel"}],"role":"model"},"index":0}],"modelVersion":"gemini-2.5-flash"}`
+	ollamaChatLine    = `{"model":"llama3.2","created_at":"2026-11-29T12:00:00.5Z","message":{"role":"assistant","content":"Hel"},"done":false}`
+	ollamaGenLine     = `{"model":"llama3.2","created_at":"2026-11-29T12:00:00.5Z","response":"Hel","done":false}`
+	geminiSSEOpener   = "data: " + geminiElement
+	completionsOpener = `data: {"id":"c1","object":"text_completion","choices":[{"text":"Hel","index":0}]}`
 )
 
 // errorFrameCase is the bytes a client got of a stream before the guard's
@@ -59,8 +60,7 @@ var errorFrameCases = []errorFrameCase{
 	{"chat_after_keepalive_line", ShapeChatCompletions, sse.FramingSSE, chatOpener + "\n\n: keepalive\n", false},
 	{"chat_mid_line", ShapeChatCompletions, sse.FramingSSE, chatOpener[:40], true},
 	{"chat_nothing_sent", ShapeChatCompletions, sse.FramingSSE, "", false},
-	{"completions_after_line", ShapeCompletions, sse.FramingSSE,
-		`data: {"id":"c1","object":"text_completion","choices":[{"text":"Hel","index":0}]}` + "\n", false},
+	{"completions_after_line", ShapeCompletions, sse.FramingSSE, completionsOpener + "\n", false},
 	{"responses_after_event", ShapeResponses, sse.FramingSSE, responsesOpener + "\n\n", false},
 	{"responses_after_line", ShapeResponses, sse.FramingSSE, responsesOpener + "\n", false},
 	{"responses_nothing_sent", ShapeResponses, sse.FramingSSE, "", false},
