@@ -43,10 +43,13 @@ type stalledOpener struct {
 }
 
 var stalledOpeners = map[string]stalledOpener{
-	"chat": {"/v1/chat/completions", "text/event-stream",
+	"chat": {
+		"/v1/chat/completions", "text/event-stream",
 		`data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"gpt-4o","choices":[{"index":0,"delta":{"content":"` + firstText + `"}}]}` + "\n\n" +
-			`data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"gpt-4o","choices":[{"index":0,"delta":{"content":"` + secondText + `"}}]}` + "\n"},
-	"responses": {"/v1/responses", "text/event-stream",
+			`data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"gpt-4o","choices":[{"index":0,"delta":{"content":"` + secondText + `"}}]}` + "\n",
+	},
+	"responses": {
+		"/v1/responses", "text/event-stream",
 		"event: response.created\n" +
 			`data: {"type":"response.created","sequence_number":0,"response":{"id":"r1","object":"response","created_at":1,"status":"in_progress","model":"gpt-4.1","output":[]}}` + "\n\n" +
 			"event: response.output_item.added\n" +
@@ -56,24 +59,35 @@ var stalledOpeners = map[string]stalledOpener{
 			"event: response.output_text.delta\n" +
 			`data: {"type":"response.output_text.delta","sequence_number":3,"item_id":"m1","output_index":0,"content_index":0,"delta":"` + firstText + `"}` + "\n\n" +
 			"event: response.output_text.delta\n" +
-			`data: {"type":"response.output_text.delta","sequence_number":4,"item_id":"m1","output_index":0,"content_index":0,"delta":"` + secondText + `"}` + "\n"},
-	"messages": {"/v1/messages", "text/event-stream",
+			`data: {"type":"response.output_text.delta","sequence_number":4,"item_id":"m1","output_index":0,"content_index":0,"delta":"` + secondText + `"}` + "\n",
+	},
+	"messages": {
+		"/v1/messages", "text/event-stream",
 		"event: message_start\n" +
 			`data: {"type":"message_start","message":{"id":"m1","type":"message","role":"assistant","model":"claude-x","content":[],"usage":{"input_tokens":1,"output_tokens":1}}}` + "\n\n" +
 			"event: content_block_delta\n" + `data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"` + firstText + `"}}` + "\n\n" +
-			"event: content_block_delta\n" + `data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"` + secondText + `"}}` + "\n"},
-	"gemini": {"/v1beta/models/gemini-2.5-flash:streamGenerateContent", "text/event-stream",
+			"event: content_block_delta\n" + `data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"` + secondText + `"}}` + "\n",
+	},
+	"gemini": {
+		"/v1beta/models/gemini-2.5-flash:streamGenerateContent", "text/event-stream",
 		`data: {"candidates":[{"content":{"parts":[{"text":"` + firstText + `"}],"role":"model"},"index":0}],"modelVersion":"gemini-2.5-flash"}` + "\r\n\r\n" +
-			`data: {"candidates":[{"content":{"parts":[{"text":"` + secondText + `"}],"role":"model"},"index":0}],"modelVersion":"gemini-2.5-flash"}` + "\r\n"},
-	"gemini json array": {"/v1beta/models/gemini-2.5-flash:streamGenerateContent", "application/json",
+			`data: {"candidates":[{"content":{"parts":[{"text":"` + secondText + `"}],"role":"model"},"index":0}],"modelVersion":"gemini-2.5-flash"}` + "\r\n",
+	},
+	"gemini json array": {
+		"/v1beta/models/gemini-2.5-flash:streamGenerateContent", "application/json",
 		`[{"candidates":[{"content":{"parts":[{"text":"` + firstText + `"}],"role":"model"},"index":0}]}` + "\n" +
-			`,{"candidates":[{"content":{"parts":[{"text":"` + secondText + `"}],"role":"model"},"index":0}]}`},
-	"ollama chat": {"/api/chat", "application/x-ndjson",
+			`,{"candidates":[{"content":{"parts":[{"text":"` + secondText + `"}],"role":"model"},"index":0}]}`,
+	},
+	"ollama chat": {
+		"/api/chat", "application/x-ndjson",
 		`{"model":"llama3.2","created_at":"2026-11-29T12:00:00Z","message":{"role":"assistant","content":"` + firstText + `"},"done":false}` + "\n" +
-			`{"model":"llama3.2","created_at":"2026-11-29T12:00:01Z","message":{"role":"assistant","content":"` + secondText + `"},"done":false}` + "\n"},
-	"ollama generate": {"/api/generate", "application/x-ndjson",
+			`{"model":"llama3.2","created_at":"2026-11-29T12:00:01Z","message":{"role":"assistant","content":"` + secondText + `"},"done":false}` + "\n",
+	},
+	"ollama generate": {
+		"/api/generate", "application/x-ndjson",
 		`{"model":"llama3.2","created_at":"2026-11-29T12:00:00Z","response":"` + firstText + `","done":false}` + "\n" +
-			`{"model":"llama3.2","created_at":"2026-11-29T12:00:01Z","response":"` + secondText + `","done":false}` + "\n"},
+			`{"model":"llama3.2","created_at":"2026-11-29T12:00:01Z","response":"` + secondText + `","done":false}` + "\n",
+	},
 }
 
 // stallingUpstream answers every request with the opener, then holds the
@@ -225,7 +239,7 @@ var stallRuns = map[string]func(t *testing.T, baseURL string) sdkStreamRun{
 func assertTypedStreamError(t *testing.T, name string, err error) {
 	t.Helper()
 	var syntax *json.SyntaxError
-	assert.False(t, errors.As(err, &syntax), "not a JSON syntax error: %v", err)
+	assert.NotErrorAs(t, err, &syntax, "not a JSON syntax error")
 	switch name {
 	case "chat", "responses":
 		_, ok := errors.AsType[*ssestream.StreamError](err)
