@@ -135,3 +135,25 @@ func (a *arrayTracker) endElement() {
 	}
 	a.place = arrayAfter
 }
+
+// closeWith ends a streamed array with obj as its last element. A cut
+// element cannot be closed without its grammar: the error follows it after
+// a comma, and the array stays as malformed as the upstream left it. After
+// the closing bracket nothing may follow but white space: a line end.
+func (a *arrayTracker) closeWith(obj []byte) []byte {
+	var out []byte
+	switch a.place {
+	case arrayClosed:
+		return []byte("\n")
+	case arrayNotOpen:
+		out = append(out, '[')
+	case arrayBefore:
+	default:
+		if a.bare {
+			return append(append([]byte("\n"), obj...), '\n')
+		}
+		out = append(out, ',')
+	}
+	out = append(out, obj...)
+	return append(out, ']')
+}

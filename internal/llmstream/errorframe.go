@@ -79,6 +79,7 @@ func HasErrorFrame(s Shape) bool {
 // status is the HTTP status the error stands for (504 for a timeout, 503
 // for a shutdown): Anthropic's error type and Google's status follow from
 // it. A shape without a format of its own gets the Chat Completions frame.
+// The bytes are never empty, so that a reader can wait for them to drain.
 func (b *Boundary) ErrorFrame(status int, code, message string) []byte {
 	obj := errorObject(b.shape, status, code, message, b.seq.Next())
 	var out []byte
@@ -114,29 +115,6 @@ func errorObject(shape Shape, status int, code, message string, seq int64) []byt
 		return marshal(ollamaErrorBody{Error: message})
 	}
 	return marshal(openAIErrorBody{newOpenAIError(code, message)})
-}
-
-// closeWith ends a streamed array with obj as its last element. A cut
-// element cannot be closed without its grammar: the error follows it as
-// the next element, so that a client that reads elements as they come
-// still gets it. After the closing bracket there is nothing to add but
-// white space.
-func (a *arrayTracker) closeWith(obj []byte) []byte {
-	var out []byte
-	switch a.place {
-	case arrayClosed:
-		return []byte("\n")
-	case arrayNotOpen:
-		out = append(out, '[')
-	case arrayBefore:
-	default:
-		if a.bare {
-			return append(append([]byte("\n"), obj...), '\n')
-		}
-		out = append(out, ',')
-	}
-	out = append(out, obj...)
-	return append(out, ']')
 }
 
 // ErrorBody returns the JSON body of an error response with the given HTTP

@@ -337,6 +337,9 @@ func (s *Session) streamed(resp *http.Response) bool {
 // streamFraming is how resp is streamed (Server-Sent Events, Ollama's
 // NDJSON, Gemini's JSON array), as the proxy's tee frames it.
 func (s *Session) streamFraming(resp *http.Response) (sse.Framing, bool) {
+	if resp.StatusCode >= 300 {
+		return 0, false
+	}
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	// A guarded call asked for a stream.
 	return llmstream.StreamFraming(s.shape, true, resp.StatusCode, mt)
