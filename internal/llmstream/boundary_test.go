@@ -5,7 +5,9 @@ package llmstream
 
 import (
 	"bytes"
+	"encoding/json"
 	"net/http"
+	"os"
 	"regexp"
 	"strconv"
 	"testing"
@@ -129,5 +131,63 @@ func FuzzBoundary(f *testing.F) {
 		if shape == ShapeMessages || shape == ShapeResponses {
 			require.Equal(t, "error", string(last.Name()))
 		}
+	})
+}
+
+// arrayCutCheck cuts a JSON array after each byte and checks that the
+// error element after the bytes makes the whole a valid array ending in
+// the error, whatever element the cut was in.
+func arrayCutCheck(t *testing.T, array []byte, at int) {
+	t.Helper()
+	b := NewBoundary(ShapeGemini, sse.FramingJSONArray)
+	b.Track(array[:at])
+	frame := b.ErrorFrame(http.StatusGatewayTimeout, "stall_timeout", "m")
+	whole := append(bytes.Clone(array[:at]), frame...)
+	if b.arr.place == arrayClosed {
+		require.Empty(t, bytes.TrimSpace(frame))
+		return
+	}
+	var elems []json.RawMessage
+	require.NoError(t, json.Unmarshal(whole, &elems), "cut after %d bytes: %s", at, whole)
+	require.NotEmpty(t, elems)
+	assert.JSONEq(t, `{"error":{"code":504,"message":"m","status":"DEADLINE_EXCEEDED"}}`, string(elems[len(elems)-1]))
+}
+
+// TestArrayCutAnywhere: Gemini's array cut after any byte, in a key, a
+// string, an escape, a number or a literal, is closed into a valid array
+// with the error as its last element.
+func TestArrayCutAnywhere(t *testing.T) {
+	for _, array := range [][]byte{
+		mustRead(t, "testdata/streams/gemini_vertex_text.json"),
+		[]byte(`[{"a":"x\"y\\","b\u00e9":"\u00e9\ud83d\ude00","n":[-1.5e+10,0,12],"t":true,"f":false,"z":null,"o":{}, "e":[]},` +
+			"\n" + `[[],[{}],"s",3,null] , 7 ]`),
+	} {
+		for at := range len(array) + 1 {
+			arrayCutCheck(t, array, at)
+		}
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return b
+}
+
+// FuzzArrayCut: any valid JSON array, cut anywhere, is closed into a valid
+// array ending with the error.
+func FuzzArrayCut(f *testing.F) {
+	f.Add([]byte(`[{"candidates":[{"content":{"parts":[{"text":"Hel\nlo"}]}}]}]`), uint(20))
+	f.Add([]byte(`[1,"\u00e9\\",[true,{"k":-0.5E-3}]]`), uint(9))
+	f.Fuzz(func(t *testing.T, value []byte, cut uint) {
+		if !json.Valid(value) {
+			return
+		}
+		array := value
+		if t := bytes.TrimLeft(value, " \t\r\n"); t[0] != '[' {
+			array = append(append([]byte("["), value...), ']')
+		}
+		arrayCutCheck(t, array, int(cut%uint(len(array)+1)))
 	})
 }
