@@ -414,8 +414,9 @@ func (s *Session) result(ctx context.Context) (*http.Response, error) {
 		rd := s.readers[c]
 		resp := rd.resp
 		b := &committedBody{s: s, held: rd.held, rc: resp.Body, cancel: s.live[c].cancel}
-		if framing, ok := s.streamFraming(resp); ok && rd.firstKind != "" {
-			b.boundary = llmstream.NewBoundary(s.shape, framing)
+		framing, streamed := s.streamFraming(resp)
+		b.boundary = llmstream.NewBoundary(s.shape, framing)
+		if streamed && rd.firstKind != "" {
 			b.framed, b.watch = true, s.pol.watches()
 			b.commitAt = s.race.Attempt(c).First
 			b.commitAnswered = rd.firstKind != semconv.ChunkKindReasoning
