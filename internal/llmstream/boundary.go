@@ -28,13 +28,14 @@ type Boundary struct {
 	cr        bool // the last byte ended a line with CR: a LF after it belongs to that end
 	eventOpen bool // a line other than a blank one ended since the last blank line
 
+	// arr follows a JSON array, or NDJSON's open line (its value alone).
 	arr arrayTracker
 	seq sequenceTracker
 }
 
 // NewBoundary returns the tracker of a stream of the shape, in the framing.
 func NewBoundary(shape Shape, framing sse.Framing) Boundary {
-	return Boundary{shape: shape, framing: framing}
+	return Boundary{shape: shape, framing: framing, arr: arrayTracker{values: framing == sse.FramingNDJSON}}
 }
 
 // Track follows p, the next bytes the client was given.
@@ -83,13 +84,14 @@ func lastNotLineEnd(p []byte) int {
 	return -1
 }
 
-// trackLine follows NDJSON's lines: is the last one open with something
-// other than white space on it (white space before the error's object
-// leaves the line valid JSON).
+// trackLine follows NDJSON's lines: the JSON of the last one, if it is
+// open. Only the bytes after a read's last line end are scanned: none, as
+// an upstream writes whole lines.
 func (b *Boundary) trackLine(p []byte) {
 	if i := bytes.LastIndexByte(p, '\n'); i >= 0 {
-		b.lineOpen, p = false, p[i+1:]
+		b.arr, b.lineOpen, p = arrayTracker{values: true}, false, p[i+1:]
 	}
+	b.arr.track(p)
 	for _, c := range p {
 		if !isJSONSpace(c) {
 			b.lineOpen = true
@@ -113,9 +115,14 @@ func (b *Boundary) closeSSE() string {
 	return ""
 }
 
-func (b *Boundary) closeLine() string {
-	if b.lineOpen {
-		return "\n"
+// closeLine returns what ends the open line: the rest of its value (so
+// that a line the upstream cut is still one the client can decode, not an
+// error that quotes it) and the line end. A line of white space is left
+// open: the error's object after it is still valid JSON.
+func (b *Boundary) closeLine() []byte {
+	if !b.lineOpen {
+		return nil
 	}
-	return ""
+	rest, _ := b.arr.complete()
+	return append(rest, '\n')
 }

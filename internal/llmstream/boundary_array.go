@@ -51,6 +51,9 @@ const maxTrackedDepth = 64
 type arrayTracker struct {
 	place arrayPlace
 	bare  bool // the value is not an array: an error object, say
+	// values: the bytes are JSON values, not an array of them (an NDJSON
+	// line): a '[' opens a value like any other.
+	values bool
 
 	depth   int    // containers open inside the element
 	objects uint64 // bit d-1 set: the container at depth d is an object
@@ -155,7 +158,7 @@ func (a *arrayTracker) step(c byte) {
 	switch c {
 	case ' ', '\t', '\n', '\r':
 	case '[':
-		if a.place == arrayNotOpen {
+		if a.place == arrayNotOpen && !a.values {
 			a.place = arrayBefore
 			return
 		}

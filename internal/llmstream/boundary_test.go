@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"testing"
@@ -164,6 +165,25 @@ func TestArrayCutAnywhere(t *testing.T) {
 	} {
 		for at := range len(array) + 1 {
 			arrayCutCheck(t, array, at)
+		}
+	}
+}
+
+// TestNDJSONCutAnywhere: an Ollama stream cut after any byte ends in lines
+// that are each valid JSON, the last one Ollama's error: the cut line is
+// completed, not left for the client to quote in a decoding error.
+func TestNDJSONCutAnywhere(t *testing.T) {
+	for _, name := range []string{"ollama_chat_tool.ndjson", "ollama_generate_text.ndjson"} {
+		stream := mustRead(t, filepath.Join("testdata", "streams", name))
+		for at := range len(stream) + 1 {
+			b := NewBoundary(ShapeOllamaChat, sse.FramingNDJSON)
+			b.Track(stream[:at])
+			whole := append(bytes.Clone(stream[:at]), b.ErrorFrame(http.StatusGatewayTimeout, "stall_timeout", "m")...)
+			lines := bytes.Split(bytes.TrimSuffix(whole, []byte("\n")), []byte("\n"))
+			for i, line := range lines {
+				require.True(t, json.Valid(line), "%s cut after %d bytes: line %d %q", name, at, i, line)
+			}
+			assert.JSONEq(t, `{"error":"m"}`, string(lines[len(lines)-1]))
 		}
 	}
 }

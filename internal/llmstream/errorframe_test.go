@@ -47,9 +47,9 @@ type errorFrameCase struct {
 	shape   Shape
 	framing sse.Framing
 	sent    string
-	// cut: the bytes end inside a frame. Server-Sent Events and NDJSON
-	// leave it as malformed as the upstream did, and only the error frame
-	// after it is checked; a JSON array's element is completed.
+	// cut: the bytes end inside a frame, which Server-Sent Events leave as
+	// malformed as the upstream did (a JSON array's element and an NDJSON
+	// line are completed): only the error frame after it is checked.
 	cut bool
 }
 

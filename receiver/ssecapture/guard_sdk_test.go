@@ -341,3 +341,24 @@ func TestSDKsRaiseOnTheGuards504(t *testing.T) {
 		assert.Contains(t, se.ErrorMessage, want)
 	})
 }
+
+// TestSDKsReadAFrameCutInTheMiddle: when the upstream stalls in the middle
+// of an NDJSON line or a JSON array element, the guard completes it before
+// its error, so that Ollama's client and a reader of Gemini's array decode
+// what came (the cut text) and then raise the error, rather than a
+// decoding failure that quotes the upstream's bytes.
+func TestSDKsReadAFrameCutInTheMiddle(t *testing.T) {
+	for _, name := range []string{"ollama chat", "ollama generate", "gemini json array"} {
+		t.Run(name, func(t *testing.T) {
+			o := stalledOpeners[name]
+			o.body = o.body[:strings.LastIndex(o.body, secondText)+3]
+			proxyURL := guardedProxy(t, stallingUpstream(t, o), func(g *GuardConfig) {
+				g.StallTimeout = AutoDuration(guardStallTimeout)
+			})
+			got := stallRuns[name](t, proxyURL)
+			assert.Equal(t, []string{firstText, secondText[:3]}, got.texts, "the cut text is decoded")
+			assertTypedStreamError(t, name, got.err)
+			assert.NotContains(t, got.err.Error(), secondText[:3])
+		})
+	}
+}
