@@ -100,7 +100,10 @@ func (b *Boundary) trackLine(p []byte) {
 	}
 }
 
-// closeSSE returns what ends the open line and the open event.
+// closeSSE returns what ends the open line and the open event. A line cut
+// in the middle is ended as it is, not completed: completed, a cut
+// message_stop or response.completed would tell the client the stream
+// ended well, before the error that says it did not.
 func (b *Boundary) closeSSE() string {
 	switch {
 	case b.lineOpen:
