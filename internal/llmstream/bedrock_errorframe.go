@@ -53,6 +53,6 @@ func BedrockErrorFrame(status int, code, message string) []byte {
 	var b bytes.Buffer
 	// Writing to a bytes.Buffer cannot fail, and the headers are well under
 	// the encoder's limits.
-	_ = eventstream.NewEncoder().Encode(&b, eventstream.Message{Headers: h, Payload: appendJSON(nil, payload)})
+	_ = eventstream.NewEncoder().Encode(&b, eventstream.Message{Headers: h, Payload: marshal(payload)})
 	return b.Bytes()
 }

@@ -408,3 +408,30 @@ func TestBedrockErrorType(t *testing.T) {
 	assert.Empty(t, BedrockErrorType(ShapeMessages, h))
 	assert.Empty(t, BedrockErrorType(ShapeBedrockConverse, http.Header{}))
 }
+
+// TestBoundaryEventStream: the guard's frame follows a whole message only.
+// Cut anywhere inside a recorded stream's last message, no frame can close
+// it; after it, the frame is the exception the SDK raises.
+func TestBoundaryEventStream(t *testing.T) {
+	whole := encodeStream(t, bedrockStreams["bedrock_converse_text.eventstream"][:3])
+	last := encodeStream(t, bedrockStreams["bedrock_converse_text.eventstream"][:2])
+	stall := BedrockErrorFrame(http.StatusGatewayTimeout, "stall_timeout", "m")
+	for _, shape := range []Shape{ShapeBedrockConverse, ShapeBedrockInvoke} {
+		for cut := len(last); cut <= len(whole); cut++ {
+			for split := 0; split <= cut; split += 7 {
+				b := NewBoundary(shape, sse.FramingEventStream)
+				b.Track(whole[:split])
+				b.Track(whole[split:cut])
+				frame := b.ErrorFrame(http.StatusGatewayTimeout, "stall_timeout", "m")
+				if cut == len(last) || cut == len(whole) {
+					assert.Equal(t, stall, frame, "cut %d: after a whole message", cut)
+				} else {
+					assert.Nil(t, frame, "cut %d: inside a message", cut)
+				}
+			}
+		}
+	}
+	b := NewBoundary(ShapeBedrockConverse, sse.FramingEventStream)
+	b.Track([]byte{0, 0, 0, 3, 9, 9, 9, 9})
+	assert.Nil(t, b.ErrorFrame(http.StatusGatewayTimeout, "stall_timeout", "m"), "a length no message has: the framing is lost")
+}

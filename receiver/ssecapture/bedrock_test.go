@@ -153,3 +153,75 @@ func TestBedrockErrorStatusType(t *testing.T) {
 	assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
 	assert.Equal(t, "ThrottlingException", f.spans(t, 1)[0].Attributes().AsRaw()[semconv.AttrErrorType])
 }
+
+// bedrockGuardClient is aws-sdk-go-v2's client of a guarded proxy, with
+// fakellm's script for every request.
+func bedrockGuardClient(t *testing.T, proxyURL, script string) *bedrockruntime.Client {
+	t.Helper()
+	hc := testClient(t)
+	hc.Transport = ownedBodyTransport{scriptTransport{next: hc.Transport, script: script}}
+	return bedrockruntime.New(bedrockruntime.Options{
+		Region: "us-east-1", BaseEndpoint: aws.String(proxyURL), HTTPClient: hc, RetryMaxAttempts: 1,
+		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+			return aws.Credentials{AccessKeyID: "AKIDCLIENT", SecretAccessKey: "client-secret"}, nil
+		}),
+	})
+}
+
+type scriptTransport struct {
+	next   http.RoundTripper
+	script string
+}
+
+func (s scriptTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	req.Header.Set(fakellm.HeaderScript, s.script)
+	return s.next.RoundTrip(req)
+}
+
+// TestGuardEndsBedrockStalls: a ConverseStream and an
+// InvokeModelWithResponseStream that stall after their first chunks end,
+// after stall_timeout, with the exception message the SDK raises as its
+// typed error; the span says the guard ended them.
+func TestGuardEndsBedrockStalls(t *testing.T) {
+	f := newFixture(t, nil, withProxy(func(p *ProxyConfig) {
+		g := p.Guard.GetOrInsertDefault()
+		g.StallTimeout = AutoDuration(300 * time.Millisecond)
+		g.Hedge.MaxAttempts = 1
+	}))
+	client := bedrockGuardClient(t, f.proxyURL, `{"ttft_ms":10,"gaps_ms":[5,20000]}`)
+	msgs := []types.Message{{Role: types.ConversationRoleUser, Content: []types.ContentBlock{&types.ContentBlockMemberText{Value: "hi"}}}}
+
+	out, err := client.ConverseStream(testContext(t), &bedrockruntime.ConverseStreamInput{
+		ModelId: aws.String("amazon.nova-pro-v1:0"), Messages: msgs,
+	})
+	require.NoError(t, err)
+	stream := out.GetStream()
+	deltas := 0
+	for ev := range stream.Events() {
+		if _, ok := ev.(*types.ConverseStreamOutputMemberContentBlockDelta); ok {
+			deltas++
+		}
+	}
+	var streamErr *types.ModelStreamErrorException
+	require.ErrorAs(t, stream.Err(), &streamErr, "%T %v", stream.Err(), stream.Err())
+	assert.Contains(t, aws.ToString(streamErr.Message), "stream stalled")
+	assert.Equal(t, "stall_timeout", aws.ToString(streamErr.OriginalMessage))
+	assert.Equal(t, 2, deltas, "the content before the stall is delivered")
+	_ = stream.Close() // it returns the stream's error again
+
+	inv, err := client.InvokeModelWithResponseStream(testContext(t), &bedrockruntime.InvokeModelWithResponseStreamInput{
+		ModelId: aws.String("anthropic.claude-sonnet-4-20250514-v1:0"), ContentType: aws.String("application/json"),
+		Body: []byte(`{"anthropic_version":"bedrock-2023-05-31","max_tokens":64,"messages":[{"role":"user","content":"hi"}]}`),
+	})
+	require.NoError(t, err)
+	istream := inv.GetStream()
+	for range istream.Events() {
+	}
+	require.ErrorAs(t, istream.Err(), &streamErr, "%T %v", istream.Err(), istream.Err())
+	_ = istream.Close()
+
+	for _, span := range f.spans(t, 2) {
+		assert.Equal(t, "stall_timeout", attr(t, span, semconv.AttrErrorType).Str(), span.Name())
+		assert.Equal(t, 2, eventCount(span, semconv.EventChunk), span.Name())
+	}
+}

@@ -45,15 +45,16 @@ type Classifier struct {
 	handle  Handler
 	frame   llmstream.Frame
 	at      int64
-	// lineOpen: the bytes parsed so far end in the middle of a line.
-	lineOpen bool
+	// boundary follows where the last frame of the decoded bytes ends, for
+	// a closing frame after them.
+	boundary llmstream.Boundary
 	closed   bool
 	stopped  bool
 }
 
 // New returns the classifier of a body as o describes it.
 func New(o Options, handle Handler) *Classifier {
-	c := &Classifier{shape: o.Shape, handle: handle}
+	c := &Classifier{shape: o.Shape, handle: handle, boundary: llmstream.NewBoundary(o.Shape, o.Framing)}
 	c.split = sse.NewBudgetedSplitter(o.Framing, 0, o.Budget, c.onEvent)
 	if o.Coding != Identity {
 		c.decoder = newSideDecoder(o.Coding, o.MaxDecoded, c.feed)
@@ -76,7 +77,7 @@ func (c *Classifier) feed(p []byte) {
 	if len(p) == 0 {
 		return
 	}
-	c.lineOpen = p[len(p)-1] != '\n'
+	c.boundary.Track(p)
 	c.split.Feed(p)
 }
 
@@ -113,12 +114,12 @@ func (c *Classifier) Decoded() int64 {
 func (c *Classifier) Oversized() int64 { return c.split.Oversized() }
 
 // End returns a closing frame as the client of the body gets it after what
-// has been written: frame, given whether the decoded bytes end mid-line;
-// coded, for a coded body, so that it ends the coding (a gzip or zlib
-// body is whole after it). It is false when a coded body cannot be ended
-// so (it did not stop at a flush point, or decoding stopped).
-func (c *Classifier) End(frame func(lineOpen bool) []byte) ([]byte, bool) {
-	f := frame(c.lineOpen)
+// has been written: frame, built after the decoded bytes' boundary; coded,
+// for a coded body, so that it ends the coding (a gzip or zlib body is
+// whole after it). It is false when a coded body cannot be ended so (it
+// did not stop at a flush point, or decoding stopped).
+func (c *Classifier) End(frame func(*llmstream.Boundary) []byte) ([]byte, bool) {
+	f := frame(&c.boundary)
 	if c.decoder == nil {
 		return f, true
 	}

@@ -9,6 +9,7 @@ import (
 	"compress/gzip"
 	"compress/zlib"
 	"io"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -72,8 +73,9 @@ func TestClassifierReadsCodedFrames(t *testing.T) {
 			}
 			assert.Equal(t, []llmstream.Kind{llmstream.KindContent, llmstream.KindContent, llmstream.KindContent}, kinds)
 			assert.Equal(t, []int64{1, 2, 3}, ats, "each frame stamped with the read that completed it")
-			end, ok := c.End(func(open bool) []byte {
-				assert.False(t, open)
+			end, ok := c.End(func(b *llmstream.Boundary) []byte {
+				assert.True(t, strings.HasPrefix(string(b.ErrorFrame(http.StatusGatewayTimeout, "stall_timeout", "m")), "data: "),
+					"the decoded bytes end on a frame boundary: nothing to close first")
 				return []byte(closing)
 			})
 			require.True(t, ok, "the body stopped at a flush")
@@ -99,14 +101,14 @@ func TestClassifierCannotEndMidCoding(t *testing.T) {
 	body := coded.Bytes()
 	c := New(Options{Shape: llmstream.ShapeChatCompletions, Coding: Gzip, MaxDecoded: defaultLimit}, func(*llmstream.Frame, int64, error) {})
 	c.Write(body[:len(body)-1], 1)
-	_, ok := c.End(func(bool) []byte { return []byte("x") })
+	_, ok := c.End(func(*llmstream.Boundary) []byte { return []byte("x") })
 	assert.False(t, ok)
 	require.NoError(t, c.Close(false))
 
 	c = New(Options{Shape: llmstream.ShapeChatCompletions, Coding: Gzip, MaxDecoded: 10}, func(*llmstream.Frame, int64, error) {})
 	c.Write(body, 1)
 	assert.True(t, c.Blind(), "past the decoded limit")
-	_, ok = c.End(func(bool) []byte { return []byte("x") })
+	_, ok = c.End(func(*llmstream.Boundary) []byte { return []byte("x") })
 	assert.False(t, ok)
 	require.ErrorIs(t, c.Close(false), ErrDecodedLimit)
 }

@@ -40,7 +40,7 @@ func FuzzCodedEnd(f *testing.F) {
 			c := New(Options{Shape: llmstream.ShapeChatCompletions, Framing: sse.FramingSSE, Coding: tt.coding, MaxDecoded: defaultLimit},
 				func(*llmstream.Frame, int64, error) {})
 			c.Write(body, 1)
-			end, ok := c.End(func(bool) []byte { return frame })
+			end, ok := c.End(func(*llmstream.Boundary) []byte { return frame })
 			_ = c.Close(false)
 			if !ok {
 				if cut == 0 && len(body) > 0 {

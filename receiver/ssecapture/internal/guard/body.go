@@ -60,11 +60,11 @@ func (p *Progress) Blind() { p.blind.Store(true) }
 
 // CodedTail ends a content-coded stream with the guard's closing frame.
 type CodedTail interface {
-	// End returns the frame (built given whether the decoded stream ends
-	// mid-line) coded so that it continues the coding the client decodes,
-	// or false when it cannot be (frames.Classifier's End). It runs on the
-	// copy loop.
-	End(frame func(lineOpen bool) []byte) ([]byte, bool)
+	// End returns the frame (built after the decoded stream's boundary)
+	// coded so that it continues the coding the client decodes, or false
+	// when it cannot be (frames.Classifier's End). It runs on the copy
+	// loop.
+	End(frame func(*llmstream.Boundary) []byte) ([]byte, bool)
 }
 
 // endReason is how a committed stream ended.
@@ -119,7 +119,7 @@ type committedBody struct {
 
 	pending  []byte // the error frame, still to be read
 	finished bool
-	lineOpen bool // the bytes read so far end in the middle of a line
+	boundary llmstream.Boundary // where the bytes read so far leave the stream's framing
 	end      endReason
 	err      error
 }
@@ -176,23 +176,26 @@ func (b *committedBody) Read(p []byte) (int, error) {
 	return n, nil // the frame follows on the next read
 }
 
-// closing queues the shape's error frame after what the client has read,
-// in the stream's content coding when it has one; false when that coding
-// cannot take it.
+// closing queues the API's error frame after what the client has read,
+// starting on a frame boundary, in the stream's content coding when it has
+// one; false when that coding cannot take it.
 func (b *committedBody) closing(status int, errType, msg string) bool {
-	frame := func(lineOpen bool) []byte { return llmstream.ErrorFrame(b.s.shape, status, errType, msg, lineOpen) }
 	if b.tail == nil {
-		b.pending = frame(b.lineOpen)
-		return true
+		// nil when nothing can close what is open: a binary event stream
+		// left inside a message.
+		b.pending = b.boundary.ErrorFrame(status, errType, msg)
+		return len(b.pending) > 0
 	}
 	var ok bool
-	b.pending, ok = b.tail.End(frame)
-	return ok
+	b.pending, ok = b.tail.End(func(bd *llmstream.Boundary) []byte { return bd.ErrorFrame(status, errType, msg) })
+	return ok && len(b.pending) > 0
 }
 
-// track remembers whether the bytes given to the client end mid-line.
+// track follows the bytes given to the client, so that an error frame
+// after them starts on a frame boundary (a coded stream's boundary is its
+// decoded bytes', which the tail follows).
 func (b *committedBody) track(p []byte) {
-	b.lineOpen = p[len(p)-1] != '\n'
+	b.boundary.Track(p)
 }
 
 func (b *committedBody) Close() error {

@@ -122,8 +122,10 @@ func TestCodedStreamCommitsOnItsFirstContentChunk(t *testing.T) {
 	s.Finish()
 	assert.Equal(t, ErrTypeStallTimeout, s.Ended())
 
-	frame := string(llmstream.ErrorFrame(llmstream.ShapeChatCompletions, http.StatusGatewayTimeout, ErrTypeStallTimeout,
-		"stream stalled: no content for 1s (stall_timeout 1s, sse_capture guard)", false))
+	bd := llmstream.NewBoundary(llmstream.ShapeChatCompletions, sse.FramingSSE)
+	bd.Track([]byte(roleFrame + textFrame + textFrame))
+	frame := string(bd.ErrorFrame(http.StatusGatewayTimeout, ErrTypeStallTimeout,
+		"stream stalled: no content for 1s (stall_timeout 1s, sse_capture guard)"))
 	assert.Equal(t, roleFrame+textFrame+textFrame+frame, gunzip(t, l.got.Bytes()), "the stall frame, gzip-coded after the stream")
 }
 

@@ -176,6 +176,8 @@ type reader struct {
 	// overflow: it was committed before content, past maxHeldBytes or the
 	// budget.
 	framed, blind, overflow bool
+	// framing is the stream's, when framed.
+	framing sse.Framing
 }
 
 // hold keeps p, drawing on budget for what passes heldFree; false once
@@ -376,7 +378,7 @@ func (s *Session) read(ctx context.Context, i int, rd *reader, req *http.Request
 	e := event{attempt: i, kind: evDone}
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if framing, ok := llmstream.StreamFraming(s.shape, true, resp.StatusCode, mt); ok && resp.StatusCode < 300 {
-		rd.framed = true
+		rd.framed, rd.framing = true, framing
 		e.kind, e.err = s.scan(rd, resp, framing)
 		if e.err != nil {
 			rd.err = e.err
@@ -443,10 +445,9 @@ func (s *Session) scan(rd *reader, resp *http.Response, framing sse.Framing) (ev
 		cls.Stop() // the rest of the read is held as it is
 	})
 	defer func() { _ = cls.Close(false) }()
-	body := resp.Body
 	buf := make([]byte, readBufferSize)
 	for {
-		n, err := body.Read(buf)
+		n, err := resp.Body.Read(buf)
 		if n > 0 {
 			kept := rd.hold(buf[:n], s.Budget)
 			cls.Write(buf[:n], s.now())
@@ -490,6 +491,7 @@ func (s *Session) result(ctx context.Context) (*http.Response, error) {
 		resp := rd.resp
 		b := &committedBody{s: s, rd: rd, held: rd.held, rc: resp.Body, cancel: s.live[c].cancel}
 		rd.held = nil
+		b.boundary = llmstream.NewBoundary(s.shape, rd.framing)
 		if rd.framed && !rd.blind && (rd.firstKind != "" || rd.overflow) {
 			// Committed on its first content chunk, or past the bound
 			// before any: watched from here either way. (A stream that
@@ -536,11 +538,21 @@ func (s *Session) gatewayTimeout() *http.Response {
 	return &http.Response{
 		Status: "504 Gateway Timeout", StatusCode: http.StatusGatewayTimeout,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header:        http.Header{"Content-Type": {"application/json"}},
+		Header:        s.errorHeader(http.StatusGatewayTimeout),
 		Body:          io.NopCloser(bytes.NewReader(body)),
 		ContentLength: int64(len(body)),
 		Request:       s.req,
 	}
+}
+
+// errorHeader is the header of an error response of the call's API: JSON,
+// and the error's type where the API names it in a header (Bedrock).
+func (s *Session) errorHeader(status int) http.Header {
+	h := http.Header{"Content-Type": {"application/json"}}
+	if name, value := llmstream.ErrorHeader(s.shape, status); name != "" {
+		h.Set(name, value)
+	}
+	return h
 }
 
 // Representative is the attempt whose response the client got (or that

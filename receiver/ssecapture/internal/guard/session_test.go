@@ -19,6 +19,7 @@ import (
 
 	"github.com/streamstall/streamstall/internal/hedgecore"
 	"github.com/streamstall/streamstall/internal/llmstream"
+	"github.com/streamstall/streamstall/internal/sse"
 )
 
 const (
@@ -456,8 +457,9 @@ func TestWatchdogEndsAStallWhileKeepalivesFlow(t *testing.T) {
 
 	rest, err := io.ReadAll(resp.Body)
 	require.NoError(t, err, "the stream ends cleanly, after the frame")
-	frame := string(llmstream.ErrorFrame(llmstream.ShapeChatCompletions, http.StatusGatewayTimeout, ErrTypeStallTimeout,
-		"stream stalled: no content for 1.001s (stall_timeout 1s, sse_capture guard)", false))
+	b := llmstream.NewBoundary(llmstream.ShapeChatCompletions, sse.FramingSSE) // the keepalive ended on a boundary
+	frame := string(b.ErrorFrame(http.StatusGatewayTimeout, ErrTypeStallTimeout,
+		"stream stalled: no content for 1.001s (stall_timeout 1s, sse_capture guard)"))
 	assert.Equal(t, frame, string(rest))
 	require.NoError(t, resp.Body.Close())
 	s.Finish()

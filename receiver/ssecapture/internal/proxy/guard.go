@@ -60,20 +60,13 @@ type guardCall struct {
 	progress *guard.Progress
 }
 
+// guardable reports whether the guard can end a stream of the shape in the
+// API's own error format: every shape llmstream knows one for (OpenAI's
+// three APIs, Anthropic's Messages, Gemini, Ollama's chat and generate).
+func guardable(s llmstream.Shape) bool { return llmstream.HasErrorFrame(s) }
+
 // startGuard makes c a guarded call: its request goes through a session of
 // g, which races attempts and watches the committed stream.
-// guardable reports whether the guard knows the shape's own error frame:
-// OpenAI's three APIs and Anthropic's Messages. Gemini and Ollama streams
-// pass through unguarded, as they do with no guard block.
-func guardable(s llmstream.Shape) bool {
-	switch s {
-	case llmstream.ShapeChatCompletions, llmstream.ShapeCompletions, llmstream.ShapeResponses, llmstream.ShapeMessages:
-		return true
-	default:
-		return false
-	}
-}
-
 func (c *call) startGuard(g *guard.Guard, r *http.Request, body []byte) {
 	gc := &guardCall{s: g.NewSession(c.d.stopping, c.provider(), c.req.Model, c.shape, r.URL, body, c.start)}
 	// Held attempts draw on the frame budget, and are decoded as the tee
