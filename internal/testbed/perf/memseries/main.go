@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -56,6 +57,9 @@ func main() {
 	flag.IntVar(&o.series, "series", 2000, "attribute sets (one model each)")
 	flag.StringVar(&o.connector, "connector", "stall_metrics", "stall_metrics or spanmetrics")
 	flag.StringVar(&o.temporality, "temporality", "cumulative", "the connector's temporality: cumulative or delta")
+	flag.DurationVar(&o.flushInterval, "flush-interval", time.Second, "the connector's flush interval (the e2e test's 1s; the default is 15s)")
+	flag.IntVar(&o.trickle, "trickle", 0, "flush intervals of steady traffic after the fill, before the scrapes")
+	flag.Float64Var(&o.trickleShare, "trickle-share", 0.1, "share of the sets that record a call in each interval of -trickle")
 	flag.IntVar(&o.scrapes, "scrapes", 3, "scrapes after the first complete one")
 	flag.StringVar(&o.profiles, "profiles", "", "directory for heap profiles (none when empty)")
 	flag.StringVar(&o.exporter, "exporter", "prometheus", "prometheus (scraped) or otlphttp (to a sink that reads and drops each request, as a Prometheus with OTLP ingest would)")
@@ -74,10 +78,12 @@ type options struct {
 	profiles    string
 	dump        bool
 	exporter    string
+	// flushInterval is the connector's; trickle intervals of steady
+	// traffic, trickleShare of the sets recording a call in each.
+	flushInterval time.Duration
+	trickle       int
+	trickleShare  float64
 }
-
-// flushInterval is the e2e test's.
-const flushInterval = time.Second
 
 func run(o options) error {
 	ctx := context.Background()
@@ -122,29 +128,54 @@ func run(o options) error {
 	defer stop()
 
 	baseline := liveHeap()
+	per := func(b uint64) float64 { return (float64(b) - float64(baseline)) / float64(o.series) / 1000 }
 	start := time.Now().Add(-time.Minute)
 	const perRequest = 500
 	for first := 0; first < o.series; first += perRequest {
-		if err := proc.ConsumeTraces(ctx, spans(start, first, min(first+perRequest, o.series))); err != nil {
+		if err := proc.ConsumeTraces(ctx, spans(start, first, min(first+perRequest, o.series), nil)); err != nil {
 			return err
 		}
 	}
-	afterIngest := liveHeap()
-	time.Sleep(3 * flushInterval) // two flushes: every series is in the exporter
-	beforeScrape := liveHeap()
-	peakBeforeScrape := peak.Load()
-	if err := o.writeProfile("before-scrape"); err != nil {
+	fmt.Printf("%s temporality=%s exporter=%s flush_interval=%v series=%d, KB per set above the started pipeline:\n",
+		o.connector, o.temporality, o.exporter, o.flushInterval, o.series)
+	fmt.Printf("  live heap after a GC, spans recorded, nothing flushed: %.1f\n", per(liveHeap()))
+	time.Sleep(2*o.flushInterval + o.flushInterval/2) // two flushes: every series is in the exporter
+	lo, hi := liveRange(o.flushInterval)
+	fmt.Printf("  live heap after a GC, flushed: %.1f to %.1f (five GCs over one flush interval)\n", per(lo), per(hi))
+	if err := o.writeProfile("flushed"); err != nil {
 		return err
 	}
 
-	if o.exporter == "otlphttp" {
-		flushed := liveHeap()
-		if err := o.writeProfile("otlp"); err != nil {
+	if o.trickle > 0 {
+		// A steady state: every flush interval, a share of the sets
+		// records one more call, the rest stay idle.
+		rng := rand.New(rand.NewPCG(3, 4))
+		for range o.trickle {
+			var models []int
+			for i := range o.series {
+				if rng.Float64() < o.trickleShare {
+					models = append(models, i)
+				}
+			}
+			for first := 0; first < len(models); first += perRequest {
+				if err := proc.ConsumeTraces(ctx, spans(start, 0, 0, models[first:min(first+perRequest, len(models))])); err != nil {
+					return err
+				}
+			}
+			time.Sleep(o.flushInterval)
+		}
+		time.Sleep(o.flushInterval / 2)
+		lo, hi := liveRange(o.flushInterval)
+		fmt.Printf("  live heap after a GC, %d intervals later, %.0f %% of the sets recording a call in each: %.1f to %.1f\n",
+			o.trickle, 100*o.trickleShare, per(lo), per(hi))
+		if err := o.writeProfile("trickle"); err != nil {
 			return err
 		}
-		per := func(b uint64) float64 { return (float64(b) - float64(baseline)) / float64(o.series) / 1000 }
-		fmt.Printf("%s temporality=%s exporter=otlphttp series=%d: live KB/set: ingested %.1f, flushed %.1f, again %.1f; peak heap in use KB/set %.1f; %d requests, %d bytes each\n",
-			o.connector, o.temporality, o.series, per(afterIngest), per(beforeScrape), per(flushed), per(peak.Load()), sink.requests.Load(), sink.bytes.Load()/max(1, sink.requests.Load()))
+	}
+	fmt.Printf("  highest heap in use so far: %.1f\n", per(peak.Load()))
+
+	if o.exporter == "otlphttp" {
+		fmt.Printf("  %d OTLP requests of %d bytes on average\n", sink.requests.Load(), sink.bytes.Load()/max(1, sink.requests.Load()))
 		return nil
 	}
 	url := "http://" + addr + "/metrics"
@@ -162,13 +193,17 @@ func run(o options) error {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	var size int64
 	for range o.scrapes {
-		if _, err := scrape(url, io.Discard); err != nil {
+		if size, err = scrape(url, io.Discard); err != nil {
 			return err
 		}
 	}
-	afterScrapes := liveHeap()
-	if err := o.writeProfile("after-scrapes"); err != nil {
+	lo, hi = liveRange(o.flushInterval)
+	fmt.Printf("  live heap after a GC, after %d more scrapes: %.1f to %.1f\n", o.scrapes, per(lo), per(hi))
+	fmt.Printf("  highest heap in use, scrapes included: %.1f\n", per(peak.Load()))
+	fmt.Printf("  one scrape: %d bytes (%.0f per set)\n", size, float64(size)/float64(o.series))
+	if err := o.writeProfile("scraped"); err != nil {
 		return err
 	}
 	if o.dump {
@@ -179,16 +214,24 @@ func run(o options) error {
 		_, _ = io.Copy(os.Stdout, resp.Body)
 		resp.Body.Close()
 	}
-	size, err := scrape(url, io.Discard)
-	if err != nil {
-		return err
-	}
-
-	per := func(b uint64) float64 { return (float64(b) - float64(baseline)) / float64(o.series) / 1000 }
-	fmt.Printf("%s temporality=%s series=%d: live KB/set: ingested %.1f, flushed %.1f, scraped %.1f; peak heap in use KB/set: before scrape %.1f, with scrapes %.1f; scrape %d bytes (%.0f B/set)\n",
-		o.connector, o.temporality, o.series, per(afterIngest), per(beforeScrape), per(afterScrapes),
-		per(peakBeforeScrape), per(peak.Load()), size, float64(size)/float64(o.series))
 	return nil
+}
+
+// liveRange is the lowest and highest live heap of five GCs spread over one
+// flush interval: the lowest is between flushes, the highest may catch a
+// flush building its batch while the exporter still holds the previous one.
+func liveRange(interval time.Duration) (lo, hi uint64) {
+	for i := range 5 {
+		if i > 0 {
+			time.Sleep(interval / 5)
+		}
+		v := liveHeap()
+		if i == 0 || v < lo {
+			lo = v
+		}
+		hi = max(hi, v)
+	}
+	return lo, hi
 }
 
 // liveHeap is the heap still referenced after a full GC.
@@ -238,14 +281,19 @@ func (o options) writeProfile(stage string) error {
 	return pprof.Lookup("heap").WriteTo(f, 0)
 }
 
-// spans are the e2e test's: one winning call per model, with a stall and
-// token usage.
-func spans(start time.Time, first, end int) ptrace.Traces {
+// spans are the e2e test's: one winning call per model (models, or
+// first to end when nil), with a stall and token usage.
+func spans(start time.Time, first, end int, models []int) ptrace.Traces {
+	if models == nil {
+		for i := first; i < end; i++ {
+			models = append(models, i)
+		}
+	}
 	td := ptrace.NewTraces()
 	rs := td.ResourceSpans().AppendEmpty()
 	rs.Resource().Attributes().PutStr(semconv.AttrServiceName, "e2e-series")
 	ss := rs.ScopeSpans().AppendEmpty()
-	for i := first; i < end; i++ {
+	for _, i := range models {
 		sp := ss.Spans().AppendEmpty()
 		sp.SetName("chat")
 		sp.SetKind(ptrace.SpanKindClient)
@@ -309,7 +357,7 @@ func newConnector(ctx context.Context, o options, next consumer.Metrics) (connec
 	switch o.connector {
 	case "stall_metrics":
 		f = stallmetricsconnector.NewFactory()
-		conf = map[string]any{"flush_interval": flushInterval, "max_series": max(o.series, 1), "temporality": o.temporality}
+		conf = map[string]any{"flush_interval": o.flushInterval, "max_series": max(o.series, 1), "temporality": o.temporality}
 	case "spanmetrics":
 		// Exponential histograms, the model as a dimension (one set per
 		// model, as for stall_metrics), the same flush interval.
@@ -319,7 +367,7 @@ func newConnector(ctx context.Context, o options, next consumer.Metrics) (connec
 			temporality = "AGGREGATION_TEMPORALITY_DELTA"
 		}
 		conf = map[string]any{
-			"metrics_flush_interval":  flushInterval,
+			"metrics_flush_interval":  o.flushInterval,
 			"aggregation_temporality": temporality,
 			"histogram":               map[string]any{"exponential": map[string]any{"max_size": 160}},
 			"dimensions":              []any{map[string]any{"name": semconv.AttrRequestModel}},
