@@ -65,7 +65,7 @@ func TestConnectorMemoryPerSeries(t *testing.T) {
 // seriesExport starts the collector with its metrics exporter, its OTLP
 // receiver on port otlp, and returns a function that waits until the n
 // series were exported, then for three more exports.
-type seriesExport func(t *testing.T, ctx context.Context, otlp, n int) (*harness.Process, func())
+type seriesExport func(ctx context.Context, t *testing.T, otlp, n int) (*harness.Process, func())
 
 func seriesMemory(t *testing.T, n int, export seriesExport, budget float64) {
 	require.Contains(t, seriesConfig, "max_series: ${SERIES}", "the connector block of metricsPipelineConfig moved")
@@ -73,7 +73,7 @@ func seriesMemory(t *testing.T, n int, export seriesExport, budget float64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	otlp := freePort(t)
-	col, exported := export(t, ctx, otlp, n)
+	col, exported := export(ctx, t, otlp, n)
 	baseline, err := col.PeakRSS()
 	require.NoError(t, err)
 
@@ -111,7 +111,7 @@ func seriesMemory(t *testing.T, n int, export seriesExport, budget float64) {
 
 // scrapeSeries exports through the prometheus exporter and scrapes it as
 // a dashboard's refreshes would.
-func scrapeSeries(t *testing.T, ctx context.Context, otlp, n int) (*harness.Process, func()) {
+func scrapeSeries(ctx context.Context, t *testing.T, otlp, n int) (*harness.Process, func()) {
 	prom := freePort(t)
 	col := collector(t, fill(seriesConfig, "OTLP", otlp, "PROM", prom, "SERIES", n))
 	url := fmt.Sprintf("http://127.0.0.1:%d/metrics", prom)
@@ -136,7 +136,7 @@ func scrapeSeries(t *testing.T, ctx context.Context, otlp, n int) (*harness.Proc
 
 // pushSeries exports through otlp_http to an endpoint that decodes each
 // request, counts the llm.stream.calls points and drops the rest.
-func pushSeries(t *testing.T, ctx context.Context, otlp, n int) (*harness.Process, func()) {
+func pushSeries(_ context.Context, t *testing.T, otlp, n int) (*harness.Process, func()) {
 	var complete atomic.Int64 // requests that held every series
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

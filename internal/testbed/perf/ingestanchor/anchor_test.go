@@ -11,10 +11,10 @@ import (
 
 // record is one ingest record's fields, as plain Go values.
 type record struct {
-	Name              string            `json:"name"`
-	StartTimeUnixNano int64             `json:"start_time_unix_nano"`
-	Attributes        map[string]any    `json:"attributes"`
-	ChunkOffsetsMs    []float64         `json:"chunk_offsets_ms"`
+	Name              string         `json:"name"`
+	StartTimeUnixNano int64          `json:"start_time_unix_nano"`
+	Attributes        map[string]any `json:"attributes"`
+	ChunkOffsetsMs    []float64      `json:"chunk_offsets_ms"`
 }
 
 // body is BenchmarkDecodeRecords' body: 100 records of 100 chunk offsets.

@@ -207,12 +207,16 @@ func run(o options) error {
 		return err
 	}
 	if o.dump {
-		resp, err := http.Get(url)
+		req, err := http.NewRequest(http.MethodGet, url, http.NoBody)
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req) // the text format: no Accept header
 		if err != nil {
 			return err
 		}
 		_, _ = io.Copy(os.Stdout, resp.Body)
-		resp.Body.Close()
+		_ = resp.Body.Close()
 	}
 	return nil
 }
@@ -276,7 +280,7 @@ func (o options) writeProfile(stage string) error {
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	runtime.GC()
 	return pprof.Lookup("heap").WriteTo(f, 0)
 }
@@ -342,7 +346,8 @@ func newOTLPExporter(ctx context.Context, addr string) (exporter.Metrics, error)
 	if err != nil {
 		return nil, err
 	}
-	go func() { _ = http.Serve(ln, &sink) }()
+	srv := &http.Server{Handler: &sink, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
 	f := otlphttpexporter.NewFactory()
 	cfg := f.CreateDefaultConfig()
 	if err := confmap.NewFromStringMap(map[string]any{"endpoint": "http://" + addr}).Unmarshal(cfg); err != nil {
@@ -409,7 +414,7 @@ func countSeries(url, family string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	dec := expfmt.NewDecoder(resp.Body, expfmt.ResponseFormat(resp.Header))
 	n := 0
 	for {
@@ -433,7 +438,7 @@ func scrape(url string, w io.Writer) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	return io.Copy(w, resp.Body)
 }
 
@@ -448,7 +453,7 @@ func get(url string) (*http.Response, error) {
 		return nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		return nil, fmt.Errorf("scrape: %s", resp.Status)
 	}
 	return resp, nil
@@ -459,6 +464,6 @@ func freeAddr() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().String(), nil
 }

@@ -107,7 +107,7 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	var cols []*collector
 	for _, p := range pipelines {
 		c, stop, err := startCollector(o.otelcol, filepath.Join(dir, p.name), p.config)
@@ -212,7 +212,7 @@ func post(ctx context.Context, url string, bodies [][]byte) error {
 		if err != nil {
 			return err
 		}
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
 			return fmt.Errorf("status %s", resp.Status)
 		}
@@ -226,7 +226,7 @@ func startCollector(bin, dir, pipelines string) (*collector, func(), error) {
 		return nil, nil, err
 	}
 	addr := l.Addr().String()
-	l.Close()
+	_ = l.Close()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, nil, err
 	}
@@ -254,7 +254,7 @@ func startCollector(bin, dir, pipelines string) (*collector, func(), error) {
 	for {
 		c, err := net.Dial("tcp", addr)
 		if err == nil {
-			c.Close()
+			_ = c.Close()
 			break
 		}
 		if time.Now().After(deadline) {

@@ -84,7 +84,7 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	var stops []func()
 	defer func() {
 		for _, stop := range slices.Backward(stops) {
@@ -166,15 +166,15 @@ func report(w io.Writer, o options, paths []*path, steal float64) {
 	}
 	p50 := func(p *path) []time.Duration { return p.p50 }
 	p99 := func(p *path) []time.Duration { return p.p99 }
-	fmt.Fprintf(w, "%d rounds of %d streams per path, %d chunks each, a chunk every %.0f ms (jittered) per stream: %.0f chunks/s; %d CPUs; CPU stolen by the hypervisor %.1f %%\n",
+	_, _ = fmt.Fprintf(w, "%d rounds of %d streams per path, %d chunks each, a chunk every %.0f ms (jittered) per stream: %.0f chunks/s; %d CPUs; CPU stolen by the hypervisor %.1f %%\n",
 		o.rounds, o.streams, o.chunks, o.gapMillis, float64(o.streams)*1000/o.gapMillis, runtime.NumCPU(), steal)
-	fmt.Fprintf(w, "%-18s %8s %10s %10s %14s %14s %7s\n", "path", "chunks", "p50 µs", "p99 µs", "added p50 µs", "added p99 µs", "errors")
+	_, _ = fmt.Fprintf(w, "%-18s %8s %10s %10s %14s %14s %7s\n", "path", "chunks", "p50 µs", "p99 µs", "added p50 µs", "added p99 µs", "errors")
 	for _, p := range paths {
 		if p == direct {
-			fmt.Fprintf(w, "%-18s %8d %10.0f %10.0f\n", p.name, p.chunks, median(durations(p.p50)), median(durations(p.p99)))
+			_, _ = fmt.Fprintf(w, "%-18s %8d %10.0f %10.0f\n", p.name, p.chunks, median(durations(p.p50)), median(durations(p.p99)))
 			continue
 		}
-		fmt.Fprintf(w, "%-18s %8d %10.0f %10.0f %14.0f %14.0f %7d   CPU %.1f µs/chunk\n", p.name, p.chunks,
+		_, _ = fmt.Fprintf(w, "%-18s %8d %10.0f %10.0f %14.0f %14.0f %7d   CPU %.1f µs/chunk\n", p.name, p.chunks,
 			median(durations(p.p50)), median(durations(p.p99)), median(added(p, p50)), median(added(p, p99)), p.errors, median(durations(p.cpu)))
 	}
 	ratio := func(label string, a, b *path, pick func(*path) []float64) {
@@ -184,13 +184,13 @@ func report(w io.Writer, o options, paths []*path, steal float64) {
 			rs[i] = x[i] / y[i]
 		}
 		slices.Sort(rs)
-		fmt.Fprintf(w, "  %-42s %5.2fx  [%.2f, %.2f]\n", label, median(rs), rs[0], rs[len(rs)-1])
+		_, _ = fmt.Fprintf(w, "  %-42s %5.2fx  [%.2f, %.2f]\n", label, median(rs), rs[0], rs[len(rs)-1])
 	}
 	cpu := func(p *path) []float64 { return durations(p.cpu) }
 	a50 := func(p *path) []float64 { return added(p, p50) }
 	a99 := func(p *path) []float64 { return added(p, p99) }
 	capture, captureAgain, nginx, nginxAgain := byName["sse_capture"], byName["sse_capture_again"], byName["nginx"], byName["nginx_again"]
-	fmt.Fprintln(w, "ratios, median over rounds [range]:")
+	_, _ = fmt.Fprintln(w, "ratios, median over rounds [range]:")
 	ratio("CPU per chunk, sse_capture / nginx", capture, nginx, cpu)
 	ratio("  control: sse_capture_again / sse_capture", captureAgain, capture, cpu)
 	ratio("  control: nginx_again / nginx", nginxAgain, nginx, cpu)
@@ -290,7 +290,7 @@ func stream(ctx context.Context, client *http.Client, base string, header http.H
 	if err != nil {
 		return streamResult{err: err}
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(resp.Body)
 		return streamResult{err: fmt.Errorf("status %d: %s", resp.StatusCode, b)}
@@ -340,7 +340,7 @@ func resetFakeLLM(ctx context.Context, upstream string) error {
 	if err != nil {
 		return err
 	}
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	return nil
 }
 
@@ -354,7 +354,7 @@ func fakeRequests(ctx context.Context, upstream string) (map[string]fakellm.Requ
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	var recs []fakellm.Request
 	if err := json.NewDecoder(resp.Body).Decode(&recs); err != nil {
 		return nil, fmt.Errorf("fakellm's requests: %w", err)
@@ -573,7 +573,7 @@ func freeAddr() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().String(), nil
 }
 
