@@ -50,7 +50,7 @@ func main() {
 	flag.StringVar(&o.fakellm, "fakellm", "_build/fakellm", "the fakellm command")
 	flag.StringVar(&o.nginx, "nginx", "", "nginx binary (empty: PATH, then /usr/sbin/nginx)")
 	flag.IntVar(&o.streams, "streams", 100, "streams at a time on each path, one round")
-	flag.IntVar(&o.chunks, "chunks", 40, "content chunks per stream")
+	flag.IntVar(&o.chunks, "chunks", 120, "content chunks per stream (120: about 3 s per round, some 30 ticks of /proc CPU time per proxy)")
 	flag.Float64Var(&o.gapMillis, "gap", 25, "mean gap between chunks of one stream, ms (jittered uniformly in [gap/2, 3gap/2])")
 	flag.IntVar(&o.rounds, "rounds", 7, "rounds; every path runs once per round")
 	flag.IntVar(&o.nginxWorkers, "nginx-workers", 0, "nginx worker processes; 0: one per CPU (Debian's worker_processes auto)")
