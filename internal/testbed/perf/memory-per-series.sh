@@ -14,7 +14,7 @@ set -eu
 cd "$(dirname "$0")/../../.."
 profiles=${PROFILES:+-profiles $PROFILES}
 for n in 2000 10000; do
-  for args in "-connector stall_metrics" "-connector spanmetrics" "-exporter otlphttp" "-temporality delta -trickle 60"; do
+  for args in "-connector stall_metrics" "-connector spanmetrics" "-exporter otlphttp" "-trickle 60" "-temporality delta -trickle 60"; do
     # shellcheck disable=SC2086 # word splitting wanted
     go run -C internal/testbed/perf ./memseries -series "$n" $args $profiles
   done
