@@ -190,6 +190,15 @@ func report(w io.Writer, o options, paths []*path, steal float64) {
 	a50 := func(p *path) []float64 { return added(p, p50) }
 	a99 := func(p *path) []float64 { return added(p, p99) }
 	capture, captureAgain, nginx, nginxAgain := byName["sse_capture"], byName["sse_capture_again"], byName["nginx"], byName["nginx_again"]
+	for r := range direct.p99 {
+		_, _ = fmt.Fprintf(w, "round %d: direct p99 %.0f µs; added p99 µs:", r+1, micros(direct.p99[r]))
+		for _, p := range paths {
+			if p != direct {
+				_, _ = fmt.Fprintf(w, " %s %.0f", p.name, micros(p.p99[r]-direct.p99[r]))
+			}
+		}
+		_, _ = fmt.Fprintln(w)
+	}
 	_, _ = fmt.Fprintln(w, "ratios, median over rounds [range]:")
 	ratio("CPU per chunk, sse_capture / nginx", capture, nginx, cpu)
 	ratio("  control: sse_capture_again / sse_capture", captureAgain, capture, cpu)
