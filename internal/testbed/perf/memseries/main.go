@@ -24,6 +24,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/metrics"
 	"runtime/pprof"
 	"strings"
 	"sync/atomic"
@@ -246,9 +247,15 @@ func liveHeap() uint64 {
 	return m.HeapAlloc
 }
 
-// sampleHeapInUse keeps the highest HeapInuse seen every few milliseconds:
-// the heap's share of a resident-set peak, GC headroom included.
+// sampleHeapInUse keeps the highest heap in use (spans holding objects,
+// live or not yet collected) seen every few milliseconds: the heap's share
+// of a resident-set peak, GC headroom included. runtime/metrics reads it
+// without stopping the world, as runtime.ReadMemStats would.
 func sampleHeapInUse(peak *atomic.Uint64) (stop func()) {
+	samples := []metrics.Sample{
+		{Name: "/memory/classes/heap/objects:bytes"},
+		{Name: "/memory/classes/heap/unused:bytes"},
+	}
 	done := make(chan struct{})
 	go func() {
 		t := time.NewTicker(5 * time.Millisecond)
@@ -258,10 +265,9 @@ func sampleHeapInUse(peak *atomic.Uint64) (stop func()) {
 			case <-done:
 				return
 			case <-t.C:
-				var m runtime.MemStats
-				runtime.ReadMemStats(&m)
-				if m.HeapInuse > peak.Load() {
-					peak.Store(m.HeapInuse)
+				metrics.Read(samples)
+				if inUse := samples[0].Value.Uint64() + samples[1].Value.Uint64(); inUse > peak.Load() {
+					peak.Store(inUse)
 				}
 			}
 		}
