@@ -10,7 +10,7 @@
 // and stall_metrics. Each collector's CPU time (utime+stime from
 // /proc/PID/stat) over a round, per span, is compared with the receive-only
 // one's in the same round; the ratios are medians over rounds with their
-// range. run.sh builds what it needs.
+// range. pipeline-cpu.sh builds what it needs.
 package main
 
 import (

@@ -4,15 +4,17 @@
 // Command proxynginx compares, process against process, the ocb-built
 // collector's sse_capture proxy with nginx as a reverse proxy, both in front
 // of the same fakellm on loopback. Every path (direct, sse_capture, a second
-// identical sse_capture, nginx, a second identical nginx) streams the same
-// scripted answers in interleaved rounds whose order rotates; the second
+// identical sse_capture, a bare Go httputil.ReverseProxy, nginx, a second
+// identical nginx) streams the same scripted answers in interleaved rounds
+// whose order rotates; the second
 // copies are the A-vs-A controls: how far two identical processes differ is
 // the resolution of every ratio. It reports, per path, the CPU time of the
 // process under test per content chunk (utime+stime from /proc/PID/stat, its
 // children included) and the latency each chunk gains on the way (client
 // arrival minus fakellm's flush of it, minus the direct path's in the same
 // round) at p50 and p99, and the ratios against nginx as medians over
-// rounds with their range. run.sh builds and installs what it needs.
+// rounds with their range. proxy-vs-nginx.sh builds and installs what it
+// needs.
 package main
 
 import (
@@ -28,6 +30,8 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -45,6 +49,13 @@ import (
 )
 
 func main() {
+	if spec := os.Getenv(bareEnv); spec != "" {
+		upstream, addr, _ := strings.Cut(spec, " ")
+		if err := serveBare(upstream, addr); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
 	var o options
 	flag.StringVar(&o.otelcol, "otelcol", "_build/otelcol-streamstall", "the ocb-built collector")
 	flag.StringVar(&o.fakellm, "fakellm", "_build/fakellm", "the fakellm command")
@@ -107,6 +118,13 @@ func run(o options) error {
 		p.name = name
 		paths = append(paths, p)
 	}
+	bare, stop, err := startBare(upstream)
+	if err != nil {
+		return fmt.Errorf("go_bare: %w", err)
+	}
+	stops = append(stops, stop)
+	bare.name = "go_bare"
+	paths = append(paths, bare)
 	bin, err := findNginx(o.nginx)
 	if err != nil {
 		return err
@@ -203,6 +221,7 @@ func report(w io.Writer, o options, paths []*path, steal float64) {
 	ratio("CPU per chunk, sse_capture / nginx", capture, nginx, cpu)
 	ratio("  control: sse_capture_again / sse_capture", captureAgain, capture, cpu)
 	ratio("  control: nginx_again / nginx", nginxAgain, nginx, cpu)
+	ratio("CPU per chunk, go_bare / nginx", byName["go_bare"], nginx, cpu)
 	ratio("added p50, sse_capture / nginx", capture, nginx, a50)
 	ratio("  control: nginx_again / nginx", nginxAgain, nginx, a50)
 	ratio("added p99, sse_capture / nginx", capture, nginx, a99)
@@ -442,6 +461,50 @@ func startCollector(bin, dir, upstream string) (*path, func(), error) {
 	return &path{url: "http://" + addr, proc: cmd.Process}, stop, nil
 }
 
+// bareEnv makes this program a bare reverse proxy ("upstream addr"): the
+// go_bare path.
+const bareEnv = "PROXYNGINX_BARE"
+
+// startBare runs this program again as a plain httputil.ReverseProxy that
+// flushes every write and captures nothing: the floor of any Go proxy, which
+// tells the capture's cost apart from Go's net/http.
+func startBare(upstream string) (*path, func(), error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, nil, err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, nil, err
+	}
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), bareEnv+"="+upstream+" "+addr)
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		return nil, nil, err
+	}
+	stop := func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }
+	if err := waitListening(addr); err != nil {
+		stop()
+		return nil, nil, fmt.Errorf("%w\n%s", err, logs.String())
+	}
+	return &path{url: "http://" + addr, proc: cmd.Process}, stop, nil
+}
+
+// serveBare is the go_bare process: it serves until SIGTERM ends it.
+func serveBare(upstream, addr string) error {
+	target, err := url.Parse(upstream)
+	if err != nil {
+		return err
+	}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	rp.FlushInterval = -1
+	rp.Transport = &http.Transport{MaxIdleConnsPerHost: 1000}
+	srv := &http.Server{Addr: addr, Handler: rp, ReadHeaderTimeout: 10 * time.Second}
+	return srv.ListenAndServe()
+}
+
 func findNginx(bin string) (string, error) {
 	if bin != "" {
 		return bin, nil
@@ -454,7 +517,7 @@ func findNginx(bin string) (string, error) {
 			return p, nil
 		}
 	}
-	return "", errors.New("nginx is not installed (run.sh installs Debian's package)")
+	return "", errors.New("nginx is not installed (proxy-vs-nginx.sh installs Debian's package)")
 }
 
 // nginxConfig is a reverse proxy that streams: no response buffering,
