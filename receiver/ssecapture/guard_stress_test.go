@@ -163,7 +163,7 @@ func TestGuardStressMixedStreams(t *testing.T) {
 	gc.Hedge.Budget.MaxTokens = 0 // every hedge allowed: the run checks the attempts, not the budget
 	alt := confighttp.NewDefaultClientConfig()
 	alt.Endpoint = a.URL
-	gc.Hedge.Alternates = []confighttp.ClientConfig{alt}
+	gc.Hedge.Alternates = []AlternateConfig{{ClientConfig: alt}}
 	require.NoError(t, cfg.Validate())
 	rcv := startReceiver(t, cfg, sink, componenttest.NewNopHost(), tel)
 	proxyURL := "http://" + rcv.addrs["proxy"].String() + "/v1/chat/completions"
