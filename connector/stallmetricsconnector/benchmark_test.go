@@ -10,15 +10,18 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/DataDog/sketches-go/ddsketch"
 	"github.com/jonboulle/clockwork"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/processor/processortest"
 
 	"github.com/streamstall/streamstall/internal/exphist"
 	"github.com/streamstall/streamstall/internal/semconv"
+	"github.com/streamstall/streamstall/processor/stallprocessor"
 )
 
 // latencies are lognormal values around 1.6 s, the field median TTFT.
@@ -155,4 +158,72 @@ func BenchmarkMemoryPerSeries(b *testing.B) {
 			b.ReportMetric(float64(live)/float64(n), "live-B/series")
 		})
 	}
+}
+
+// pipelineInput is the OTLP encoding of a batch of 100 streaming spans of 200
+// chunk events each (20 ms apart, three 3 s stalls), every chunk event
+// carrying llm.stream.chunk.kind as streamstall's proxy writes it: what an
+// OTLP receiver decodes.
+func pipelineInput(b *testing.B) []byte {
+	const spans, chunks = 100, 200
+	calls := make([]call, spans)
+	for i := range calls {
+		times := make([]int64, chunks)
+		ms := int64(400)
+		for j := range times {
+			times[j] = ms
+			ms += 20
+			if j == 49 || j == 99 || j == 149 {
+				ms += 3000
+			}
+		}
+		calls[i] = call{service: "chat-api", attrs: genAI("openai", fmt.Sprintf("model-%d", i%8), semconv.AttrUsageOutputTokens, 260), chunksMs: times}
+	}
+	body, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(traces(calls...))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return body
+}
+
+// BenchmarkPipelineVsReceive is the collector CPU per span that the stall
+// processor and this connector add to receiving it: in every iteration, on
+// the same OTLP body, receive-only (decoding it, what an OTLP receiver does
+// before the first consumer) alternates with decoding it and running it
+// through the stall processor into the connector. Alternating gives both
+// the same interference on a shared machine; the ratio is the figure.
+func BenchmarkPipelineVsReceive(b *testing.B) {
+	body := pipelineInput(b)
+	c, err := newStallMetrics(connectorSettings(), defaultConfig(), consumertest.NewNop(), clockwork.NewFakeClock())
+	if err != nil {
+		b.Fatal(err)
+	}
+	pf := stallprocessor.NewFactory()
+	proc, err := pf.CreateTraces(context.Background(), processortest.NewNopSettings(pf.Type()), pf.CreateDefaultConfig(), c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	var u ptrace.ProtoUnmarshaler
+	var receive, pipeline time.Duration
+	b.ReportAllocs()
+	for b.Loop() {
+		start := time.Now()
+		if _, err := u.UnmarshalTraces(body); err != nil {
+			b.Fatal(err)
+		}
+		receive += time.Since(start)
+		start = time.Now()
+		td, err := u.UnmarshalTraces(body)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := proc.ConsumeTraces(ctx, td); err != nil {
+			b.Fatal(err)
+		}
+		pipeline += time.Since(start)
+	}
+	b.ReportMetric(float64(receive.Nanoseconds())/float64(b.N*100), "receive-ns/span")
+	b.ReportMetric(float64(pipeline.Nanoseconds())/float64(b.N*100), "pipeline-ns/span")
+	b.ReportMetric(float64(pipeline)/float64(receive), "ratio")
 }

@@ -68,15 +68,17 @@ func (c *stallMetrics) recordSpan(res pcommon.Map, span ptrace.Span) {
 	if fig.Has(figures.IdxTimeToFirstAnswerMs) {
 		c.record(c.metrics.ttfa, dims, fig.Float(figures.IdxTimeToFirstAnswerMs)/1e3, semconv.AttrTimeToFirstAnswerMs, span)
 	}
-	if fig.Has(figures.IdxEvidence) {
+	if e := fig.Evidence(); e == semconv.EvidenceMarkers || e == semconv.EvidenceFrameMarkers {
 		// A marker set (docs/contract.md section 4) measured no gap and no
-		// stall: its TTFT is all it gives. It is no llm.stream.calls call,
-		// whose stalled dimension it cannot fill without a guess.
+		// stall: its TTFT, when known, is all it gives. It is no
+		// llm.stream.calls call, whose stalled dimension it cannot fill
+		// without a guess.
 		return
 	}
 	stalled := false
-	// A consistent set has the interval figures exactly when chunk_count >= 2.
-	if chunkCount := fig.Int(figures.IdxChunkCount); chunkCount >= 2 {
+	// A consistent set has the interval figures exactly when chunk_count >= 2
+	// or a stall cut ended the stream.
+	if fig.Has(figures.IdxGenerationMs) {
 		c.record(c.metrics.generation, dims, fig.Float(figures.IdxGenerationMs)/1e3, semconv.AttrGenerationMs, span)
 		c.record(c.metrics.active, dims, fig.Float(figures.IdxActiveGenerationMs)/1e3, semconv.AttrActiveGenerationMs, span)
 		stalled = c.recordGapsAndStalls(span, &fig, dims) > 0 || fig.Int(figures.IdxStallCount) > 0
