@@ -50,6 +50,8 @@ var goldenCases = []struct {
 	configure func(*Config)
 }{
 	{name: "openllmetry_event_names"},
+	{name: "openllmetry_frames"},
+	{name: "stall_cut"},
 	{name: "spec_example_stalls"},
 	{name: "spec_example_stall_run"},
 	{name: "unsorted_duplicates"},
