@@ -1,0 +1,99 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package stallmetricsconnector
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/golden"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/processor/processortest"
+
+	"github.com/streamstall/streamstall/internal/semconv"
+	"github.com/streamstall/streamstall/processor/stallprocessor"
+)
+
+// processedGolden runs a processor golden input through the real stall
+// processor: the connector's input.
+func processedGolden(t *testing.T, name string) ptrace.Traces {
+	t.Helper()
+	td, err := golden.ReadTraces(filepath.Join("..", "..", "processor", "stallprocessor", "testdata", name, "input.yaml"))
+	require.NoError(t, err)
+	pf := stallprocessor.NewFactory()
+	sink := new(consumertest.TracesSink)
+	proc, err := pf.CreateTraces(context.Background(), processortest.NewNopSettings(pf.Type()), pf.CreateDefaultConfig(), sink)
+	require.NoError(t, err)
+	require.NoError(t, proc.ConsumeTraces(context.Background(), td))
+	return sink.AllTraces()[0]
+}
+
+// A stream a stall cut ended is a stalled call, its cut silence a stall of
+// at least that long, whatever the threshold: the guard cut the first one
+// at 1 s, under the 2 s threshold.
+func TestStallCutIsAStalledCall(t *testing.T) {
+	for _, sealed := range []bool{true, false} {
+		td := processedGolden(t, "stall_cut")
+		if !sealed {
+			unseal(td)
+		}
+		o := newObserved(t, defaultConfig())
+		md := o.consumeAndFlush(t, td)
+		dims := map[string]any{semconv.AttrServiceName: "gateway", semconv.AttrProviderName: "openai", semconv.AttrRequestModel: "gpt-4o"}
+		assert.Equal(t, int64(3), sumValue(t, md, semconv.MetricCalls, map[string]any{semconv.AttrStalled: true}), "sealed %v", sealed)
+		assert.Equal(t, int64(1), sumValue(t, md, semconv.MetricCalls, map[string]any{semconv.AttrStalled: false}), "sealed %v", sealed)
+		stall := histogramPoint(t, md, semconv.MetricStallDuration, dims)
+		assert.Equal(t, uint64(3), stall.Count())
+		assert.InDelta(t, 1.002+32.5+1.0, stall.Sum(), 1e-9)
+		assert.InDelta(t, 1.0, stall.Min(), 1e-12)
+		// The cut silence is no gap between chunks.
+		gaps := histogramPoint(t, md, semconv.MetricTimePerOutputChunk, dims)
+		assert.Equal(t, uint64(4+2+4), gaps.Count())
+		gen := histogramPoint(t, md, semconv.MetricGenerationDuration, dims)
+		assert.InDelta(t, 1.082+32.52+1.0+0.08, gen.Sum(), 1e-9)
+	}
+}
+
+// OpenLLMetry's frames: no TTFT is recorded, the TTFT wait is no stall.
+func TestOpenLLMetryFramesKeepTheUnknownTTFTOut(t *testing.T) {
+	o := newObserved(t, defaultConfig())
+	md := o.consumeAndFlush(t, processedGolden(t, "openllmetry_frames"))
+	forMetric(md, semconv.MetricTimeToFirstChunk, func(pmetric.Metric) { t.Error("a TTFT recorded from frame evidence") })
+	forMetric(md, semconv.MetricTimeToFirstAnswer, func(pmetric.Metric) { t.Error("a TTFA recorded from frame evidence") })
+	stall := histogramPoint(t, md, semconv.MetricStallDuration, map[string]any{semconv.AttrProviderName: "openai", semconv.AttrRequestModel: "gpt-4o-mini"})
+	assert.Equal(t, uint64(2), stall.Count(), "one 3 s stall per span, the TTFT wait none")
+	assert.InDelta(t, 6, stall.Sum(), 1e-9)
+	assert.Equal(t, int64(2), sumValue(t, md, semconv.MetricCalls, map[string]any{semconv.AttrStalled: true}))
+}
+
+// The Vercel Responses provider's markers give no figure: nothing of that
+// span is recorded, while the Chat provider's TTFT is.
+func TestVercelResponsesMarkersRecordNothing(t *testing.T) {
+	o := newObserved(t, defaultConfig())
+	md := o.consumeAndFlush(t, processedGolden(t, "vercel_responses"))
+	ttft := histogramPoint(t, md, semconv.MetricTimeToFirstChunk, map[string]any{semconv.AttrProviderName: "openai.chat"})
+	assert.Equal(t, uint64(1), ttft.Count())
+	assert.InDelta(t, 1.507, ttft.Sum(), 1e-12)
+	forMetric(md, semconv.MetricTimeToFirstChunk, func(m pmetric.Metric) {
+		assert.Equal(t, 1, m.ExponentialHistogram().DataPoints().Len(), "only the Chat provider's span has a TTFT")
+	})
+	forMetric(md, semconv.MetricCalls, func(pmetric.Metric) { t.Error("a marker span counted as a call") })
+}
+
+// unseal removes the processor's seal from every span: a span from
+// elsewhere, whose chunk events the connector reads in full.
+func unseal(td ptrace.Traces) {
+	for _, rs := range td.ResourceSpans().All() {
+		for _, ss := range rs.ScopeSpans().All() {
+			for _, span := range ss.Spans().All() {
+				span.Attributes().Remove(semconv.AttrFiguresSeal)
+			}
+		}
+	}
+}
