@@ -94,7 +94,19 @@ func (c *stallMetrics) recordSpan(res pcommon.Map, span ptrace.Span) {
 // judge reports whether the figures of a span can be recorded, reading its
 // chunk evidence into c.evidence on the way; a refused span is counted and
 // logged at debug level.
+//
+// A span that the stall processor of this collector sealed (figures.Sealer)
+// is read the cheap way: the times of its chunk events only, which the seal
+// then verifies with the figures; the processor judged them, and Check
+// runs on the figures as on any. A span without a seal that verifies (from
+// elsewhere, or changed since) has its stall events and chunk events read
+// and judged in full.
 func (c *stallMetrics) judge(span ptrace.Span, fig *figures.Reported) bool {
+	if fig.Sealed() && c.chunks.ReadSealed(span, &c.evidence, fig, c.sealer) {
+		if err := c.chunks.CheckFigures(fig); err == nil {
+			return true
+		}
+	}
 	fig.ReadStallEvents(span.Events())
 	err := c.chunks.CheckFigures(fig)
 	if err == nil {
@@ -212,9 +224,19 @@ func (c *stallMetrics) recordGapsAndStalls(span ptrace.Span, fig *figures.Report
 	// at their mean: their count and sum stay exact, and each was at most
 	// the span's keep_gaps_above_ms.
 	gaps := c.metrics.perChunk.Point(dims).Value
-	c.gapRuns = ev.GapRuns(c.gapRuns)
-	for _, g := range c.gapRuns {
-		_ = gaps.RecordN(float64(g.Gap)/1e9, uint64(g.Count))
+	if ev.Elided == 0 {
+		// Each gap one value: recorded in bulk.
+		c.gapSeconds = c.gapSeconds[:0]
+		c.gapNanos = ev.Gaps(c.gapNanos)
+		for _, g := range c.gapNanos {
+			c.gapSeconds = append(c.gapSeconds, float64(g)/1e9)
+		}
+		_ = gaps.RecordAll(c.gapSeconds)
+	} else {
+		c.gapRuns = ev.GapRuns(c.gapRuns)
+		for _, g := range c.gapRuns {
+			_ = gaps.RecordN(float64(g.Gap)/1e9, uint64(g.Count))
+		}
 	}
 	// The stalls under the threshold the processor wrote (Check made it
 	// positive and finite).

@@ -58,6 +58,13 @@ func (p *stallProcessor) enrich(ctx context.Context, s *scratch, rs ptrace.Resou
 		})
 	}
 	p.writeStallEvents(events, f.Stalls, f.Cut > 0)
+	if p.conditions.chunkEvent == nil && !p.dropChunks && c.Elided == 0 {
+		// The chunk events stay, selected by name alone: a connector of
+		// this collector may read their times without judging them again.
+		p.seal(s, span)
+	} else {
+		attrs.Remove(semconv.AttrFiguresSeal)
+	}
 
 	tally.enriched++
 	tally.stalls += int64(f.StallCount)
@@ -193,6 +200,9 @@ func writeFigures(attrs pcommon.Map, f *figures.Figures, r *figures.Reasoning, f
 		attrs.PutInt(semconv.AttrReasoningChunkCount, int64(r.ReasoningChunks))
 		produced.Add(figures.IdxReasoningChunkCount)
 	}
+	// The caller rewrites or removes the seal, in its place: a second pass
+	// gives the identical span.
+	produced.Add(figures.IdxSeal)
 	removeOtherFigures(attrs, produced)
 }
 
@@ -232,4 +242,15 @@ func (p *stallProcessor) writeStallEvents(events ptrace.SpanEventSlice, stalls [
 			evAttrs.PutBool(semconv.AttrStallEventCut, true)
 		}
 	}
+}
+
+// seal writes the seal of the figures just written and the evidence in
+// s.chunks (figures.Sealer).
+func (p *stallProcessor) seal(s *scratch, span ptrace.Span) {
+	if s.sealer == nil {
+		s.sealer = figures.NewSealer()
+	}
+	attrs := span.Attributes()
+	rep := figures.ReadAttributes(attrs)
+	attrs.PutEmptyBytes(semconv.AttrFiguresSeal).FromRaw(s.sealer.Seal(span, &s.chunks, &rep))
 }
