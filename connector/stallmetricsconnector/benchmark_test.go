@@ -193,7 +193,8 @@ func pipelineInput(b *testing.B) []byte {
 // through the stall processor into the connector, in turn first and second.
 // Alternating gives both the same interference on a shared machine and the
 // same garbage collection; the ratio is the figure. The control runs
-// receive-only against itself: its ratio is the noise.
+// receive-only against itself: its ratio is the noise; processor is the
+// stall processor alone, into a nop consumer.
 func BenchmarkPipelineVsReceive(b *testing.B) {
 	body := pipelineInput(b)
 	c, err := newStallMetrics(connectorSettings(), defaultConfig(), consumertest.NewNop(), clockwork.NewFakeClock())
@@ -205,8 +206,21 @@ func BenchmarkPipelineVsReceive(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	alone, err := pf.CreateTraces(context.Background(), processortest.NewNopSettings(pf.Type()), pf.CreateDefaultConfig(), consumertest.NewNop())
+	if err != nil {
+		b.Fatal(err)
+	}
 	ctx := context.Background()
 	var u ptrace.ProtoUnmarshaler
+	processor := func() {
+		td, err := u.UnmarshalTraces(body)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := alone.ConsumeTraces(ctx, td); err != nil {
+			b.Fatal(err)
+		}
+	}
 	receive := func() {
 		if _, err := u.UnmarshalTraces(body); err != nil {
 			b.Fatal(err)
@@ -224,7 +238,7 @@ func BenchmarkPipelineVsReceive(b *testing.B) {
 	for _, bc := range []struct {
 		name string
 		a, b func()
-	}{{"control", receive, receive}, {"pipeline", receive, pipeline}} {
+	}{{"control", receive, receive}, {"processor", receive, processor}, {"pipeline", receive, pipeline}} {
 		b.Run(bc.name, func(b *testing.B) {
 			var timeA, timeB time.Duration
 			first := true
