@@ -14,7 +14,6 @@ import (
 	"github.com/streamstall/streamstall/internal/semconv"
 )
 
-
 // streamSpan is a span starting at 0 with chunk events (kind text, or none
 // when bare) at the offsets given in milliseconds, ending at endMs.
 func streamSpan(endMs int64, bare bool, offsetsMs ...int64) ptrace.Span {
