@@ -73,13 +73,15 @@ func TestOpenLLMetryFramesKeepTheUnknownTTFTOut(t *testing.T) {
 }
 
 // The Vercel Responses provider's markers give no figure: nothing of that
-// span is recorded, while the Chat provider's TTFT is.
+// span is recorded, while the Chat provider's TTFT is, against fakellm's
+// schedule (1500 ms) within the 8 ms the client's clock adds (its request's
+// setup, on the SDK's own span). The spans are the SDK's own, captured.
 func TestVercelResponsesMarkersRecordNothing(t *testing.T) {
 	o := newObserved(t, defaultConfig())
 	md := o.consumeAndFlush(t, processedGolden(t, "vercel_responses"))
 	ttft := histogramPoint(t, md, semconv.MetricTimeToFirstChunk, map[string]any{semconv.AttrProviderName: "openai.chat"})
 	assert.Equal(t, uint64(1), ttft.Count())
-	assert.InDelta(t, 1.507, ttft.Sum(), 1e-12)
+	assert.InDelta(t, 1.5, ttft.Sum(), 0.010)
 	forMetric(md, semconv.MetricTimeToFirstChunk, func(m pmetric.Metric) {
 		assert.Equal(t, 1, m.ExponentialHistogram().DataPoints().Len(), "only the Chat provider's span has a TTFT")
 	})
