@@ -11,7 +11,6 @@ import (
 	"hash"
 	"math"
 
-	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 )
 
@@ -28,12 +27,14 @@ var sealKey = func() []byte {
 
 // Sealer makes and checks the stall processor's seal (docs/contract.md
 // section 4): a MAC, under this process's key, of a span's identity and
-// times, the figure set written on it and a digest of the chunk evidence it
-// was derived from. A connector of the same collector that finds a seal
-// verifying against what it reads of the span knows the processor judged
-// that evidence and derived those figures from it, and need not read the
-// span's chunk events again: it reads their times alone. A Sealer is not
-// safe for concurrent use.
+// times, the marks of its stream (a stall cut, frame evidence) and a digest
+// of the chunk times it judged plausible. A connector of the same collector
+// that finds a seal verifying against what it reads of the span knows the
+// processor judged those chunk events, and need not judge them again: it
+// reads their times alone. The figure attributes are not sealed: they are
+// checked for consistency (Reported.Check) on every span, sealed or not,
+// as on a span whose chunk events are gone. A Sealer is not safe for
+// concurrent use.
 type Sealer struct {
 	mac hash.Hash
 	buf []byte
@@ -43,46 +44,27 @@ type Sealer struct {
 // NewSealer returns a sealer under this process's key.
 func NewSealer() *Sealer { return &Sealer{mac: hmac.New(sha256.New, sealKey)} }
 
-// Seal returns the seal of span, whose figures rep were read from its
-// attributes after the processor wrote them from the judged evidence c.
-// The slice is the sealer's own, valid until its next call.
-func (s *Sealer) Seal(span ptrace.Span, c *Chunks, rep *Reported) []byte {
+// Seal returns the seal of span with its judged evidence c. The slice is
+// the sealer's own, valid until its next call.
+func (s *Sealer) Seal(span ptrace.Span, c *Chunks) []byte {
 	b := s.buf[:0]
 	tid, sid := span.TraceID(), span.SpanID()
 	b = append(b, tid[:]...)
 	b = append(b, sid[:]...)
 	b = binary.LittleEndian.AppendUint64(b, uint64(span.StartTimestamp()))
 	b = binary.LittleEndian.AppendUint64(b, uint64(span.EndTimestamp()))
-	for i := range numAttributes {
-		if i == IdxSeal || !rep.Has(i) {
-			continue
-		}
-		b = append(b, byte(i))
-		switch attrKind(i) {
-		case pcommon.ValueTypeInt:
-			b = binary.LittleEndian.AppendUint64(b, uint64(rep.ints[i]))
-		case pcommon.ValueTypeDouble:
-			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(rep.floats[i]))
-		case pcommon.ValueTypeStr:
-			b = append(b, byte(len(rep.evidence)))
-			b = append(b, rep.evidence...)
-		default: // burst: present only as true
-		}
-	}
 	// The evidence: its chunk times (their count, sum and ends), what was
-	// elided, left out or cut.
+	// left out or cut.
 	var sum uint64
 	for _, t := range c.Times {
 		sum += uint64(t)
 	}
-	b = append(b, 0xff)
 	b = binary.LittleEndian.AppendUint64(b, uint64(len(c.Times)))
 	b = binary.LittleEndian.AppendUint64(b, sum)
 	if n := len(c.Times); n > 0 {
 		b = binary.LittleEndian.AppendUint64(b, uint64(c.Times[0]))
 		b = binary.LittleEndian.AppendUint64(b, uint64(c.Times[n-1]))
 	}
-	b = binary.LittleEndian.AppendUint64(b, uint64(c.Elided))
 	b = binary.LittleEndian.AppendUint64(b, uint64(c.skip))
 	b = binary.LittleEndian.AppendUint64(b, uint64(c.cut))
 	s.buf = b
@@ -93,7 +75,7 @@ func (s *Sealer) Seal(span ptrace.Span, c *Chunks, rep *Reported) []byte {
 
 // Verify reports whether rep carries the seal of span with the evidence c.
 func (s *Sealer) Verify(span ptrace.Span, c *Chunks, rep *Reported) bool {
-	return len(rep.seal) == SealSize && hmac.Equal(rep.seal, s.Seal(span, c, rep))
+	return len(rep.seal) == SealSize && hmac.Equal(rep.seal, s.Seal(span, c))
 }
 
 // Sealed reports whether rep carries a seal, of any origin.

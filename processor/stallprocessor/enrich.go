@@ -244,13 +244,10 @@ func (p *stallProcessor) writeStallEvents(events ptrace.SpanEventSlice, stalls [
 	}
 }
 
-// seal writes the seal of the figures just written and the evidence in
-// s.chunks (figures.Sealer).
+// seal writes the seal of the evidence in s.chunks (figures.Sealer).
 func (p *stallProcessor) seal(s *scratch, span ptrace.Span) {
 	if s.sealer == nil {
 		s.sealer = figures.NewSealer()
 	}
-	attrs := span.Attributes()
-	rep := figures.ReadAttributes(attrs)
-	attrs.PutEmptyBytes(semconv.AttrFiguresSeal).FromRaw(s.sealer.Seal(span, &s.chunks, &rep))
+	span.Attributes().PutEmptyBytes(semconv.AttrFiguresSeal).FromRaw(s.sealer.Seal(span, &s.chunks))
 }
