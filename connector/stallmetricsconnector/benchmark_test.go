@@ -14,7 +14,10 @@ import (
 
 	"github.com/DataDog/sketches-go/ddsketch"
 	"github.com/jonboulle/clockwork"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor/processortest"
@@ -179,7 +182,12 @@ func pipelineInput(b *testing.B) []byte {
 		}
 		calls[i] = call{service: "chat-api", attrs: genAI("openai", fmt.Sprintf("model-%d", i%8), semconv.AttrUsageOutputTokens, 260), chunksMs: times}
 	}
-	body, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(traces(calls...))
+	td := traces(calls...)
+	for i, rs := range td.ResourceSpans().All() {
+		// Every span its own, as in a real batch.
+		rs.ScopeSpans().At(0).Spans().At(0).SetSpanID(pcommon.SpanID{byte(i), 1})
+	}
+	body, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -201,6 +209,8 @@ func BenchmarkPipelineVsReceive(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	require.NoError(b, c.Start(context.Background(), componenttest.NewNopHost()))
+	b.Cleanup(func() { require.NoError(b, c.Shutdown(context.Background())) })
 	pf := stallprocessor.NewFactory()
 	proc, err := pf.CreateTraces(context.Background(), processortest.NewNopSettings(pf.Type()), pf.CreateDefaultConfig(), c)
 	if err != nil {

@@ -293,6 +293,9 @@ func isStallCut(attrs pcommon.Map) bool {
 // wait; content that came in the same burst cannot be told from them, and
 // is left out too. The last frame is always kept.
 func openingFrames(times []int64) int {
+	if len(times) < 2 {
+		return 0
+	}
 	k := 1
 	for k < len(times)-1 && times[k]-times[k-1] < burstGapNanos {
 		k++

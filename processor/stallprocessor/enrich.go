@@ -244,10 +244,13 @@ func (p *stallProcessor) writeStallEvents(events ptrace.SpanEventSlice, stalls [
 	}
 }
 
-// seal writes the seal of the evidence in s.chunks (figures.Sealer).
+// seal writes the seal of the evidence in s.chunks (figures.Sealer) and
+// hands the evidence off to the connectors of this process.
 func (p *stallProcessor) seal(s *scratch, span ptrace.Span) {
 	if s.sealer == nil {
 		s.sealer = figures.NewSealer()
 	}
-	span.Attributes().PutEmptyBytes(semconv.AttrFiguresSeal).FromRaw(s.sealer.Seal(span, &s.chunks))
+	seal := s.sealer.Seal(span, &s.chunks)
+	span.Attributes().PutEmptyBytes(semconv.AttrFiguresSeal).FromRaw(seal)
+	figures.HandOff(seal, &s.chunks)
 }
