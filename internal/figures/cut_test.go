@@ -261,3 +261,51 @@ func TestSealVerifiesOnlyWhatItSealed(t *testing.T) {
 		assert.False(t, readSealed(cp), name)
 	}
 }
+
+// Handed-off times are claimed once, only while a consumer is registered,
+// only under their seal, and the oldest are given up past the bound.
+func TestHandoff(t *testing.T) {
+	reader := NewChunkReader(DefaultChunkEventsConfig())
+	sealedSpan := func(id byte) (ptrace.Span, []byte, *Chunks) {
+		span := streamSpan(5000, false, 400, 420, 3440, 3460)
+		span.SetSpanID(pcommon.SpanID{id, 7})
+		c := new(Chunks)
+		require.NoError(t, reader.Read(span, c))
+		seal := append([]byte(nil), NewSealer().Seal(span, c)...)
+		span.Attributes().PutEmptyBytes(semconv.AttrFiguresSeal).FromRaw(seal)
+		return span, seal, c
+	}
+	claim := func(span ptrace.Span) bool {
+		rep := ReadAttributes(span.Attributes())
+		return reader.ReadHandedOff(span, new(Chunks), &rep, NewSealer())
+	}
+
+	span, seal, c := sealedSpan(1)
+	HandOff(seal, c)
+	assert.False(t, claim(span), "nothing is handed off without a consumer")
+
+	release := RegisterHandoffConsumer()
+	defer release()
+	HandOff(seal, c)
+	got := new(Chunks)
+	rep := ReadAttributes(span.Attributes())
+	require.True(t, reader.ReadHandedOff(span, got, &rep, NewSealer()))
+	assert.Equal(t, c.Times, got.Times)
+	assert.False(t, claim(span), "claimed once")
+
+	// Handed off for one span, claimed for another with its seal: the seal
+	// does not verify over the other span.
+	other, _, _ := sealedSpan(2)
+	HandOff(seal, c)
+	other.Attributes().PutEmptyBytes(semconv.AttrFiguresSeal).FromRaw(seal)
+	assert.False(t, claim(other))
+
+	first, firstSeal, firstChunks := sealedSpan(3)
+	HandOff(firstSeal, firstChunks)
+	for i := range handoffSlots {
+		s, _, sc := sealedSpan(4)
+		s.SetTraceID(pcommon.TraceID{byte(i), byte(i >> 8), 9})
+		HandOff(NewSealer().Seal(s, sc), sc)
+	}
+	assert.False(t, claim(first), "the oldest given up")
+}
