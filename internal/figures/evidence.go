@@ -246,6 +246,10 @@ func (c *Chunks) Reset() {
 // evidence.
 func (c *Chunks) Count() int64 { return int64(len(c.Times)-c.skip) + c.Elided }
 
+// First is the first chunk the figures count (valid when Count > 0): the
+// first chunk event, or the first frame after the opening burst.
+func (c *Chunks) First() int64 { return c.Times[c.skip] }
+
 // Frames reports whether judged evidence is one event per frame, content
 // or not (semconv.EvidenceFrames): its TTFT is unknown.
 func (c *Chunks) Frames() bool { return c.frames }

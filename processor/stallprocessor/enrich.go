@@ -68,7 +68,7 @@ func (p *stallProcessor) enrich(ctx context.Context, s *scratch, rs ptrace.Resou
 
 	tally.enriched++
 	tally.stalls += int64(f.StallCount)
-	return c.Times[0], true, nil
+	return c.First(), true, nil
 }
 
 // checkCarried judges the figures of a span without chunk evidence: a
