@@ -14,8 +14,6 @@ import (
 
 	"github.com/DataDog/sketches-go/ddsketch"
 	"github.com/jonboulle/clockwork"
-	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
@@ -209,8 +207,6 @@ func BenchmarkPipelineVsReceive(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	require.NoError(b, c.Start(context.Background(), componenttest.NewNopHost()))
-	b.Cleanup(func() { require.NoError(b, c.Shutdown(context.Background())) })
 	pf := stallprocessor.NewFactory()
 	proc, err := pf.CreateTraces(context.Background(), processortest.NewNopSettings(pf.Type()), pf.CreateDefaultConfig(), c)
 	if err != nil {

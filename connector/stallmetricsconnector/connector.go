@@ -59,9 +59,6 @@ type stallMetrics struct {
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-	// releaseHandoff ends the registration for handed-off chunk times
-	// (figures.RegisterHandoffConsumer) taken in Start.
-	releaseHandoff func()
 }
 
 // seriesSet are the data points of every metric.
@@ -139,10 +136,6 @@ func (c *stallMetrics) Start(context.Context, component.Host) error {
 	c.start, c.intervalStart = now, now
 	c.mu.Unlock()
 
-	if c.releaseHandoff == nil {
-		c.releaseHandoff = figures.RegisterHandoffConsumer()
-	}
-
 	// Not the Start context: it may end as soon as Start returns.
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
@@ -176,8 +169,6 @@ func (c *stallMetrics) Shutdown(ctx context.Context) error {
 	c.cancel()
 	c.wg.Wait()
 	c.cancel = nil
-	c.releaseHandoff()
-	c.releaseHandoff = nil
 	c.telemetry.Shutdown()
 	return c.flush(ctx)
 }

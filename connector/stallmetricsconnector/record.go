@@ -96,14 +96,13 @@ func (c *stallMetrics) recordSpan(res pcommon.Map, span ptrace.Span) {
 // logged at debug level.
 //
 // A span that the stall processor of this collector sealed (figures.Sealer)
-// is read the cheap way: from the chunk times the processor handed off for
-// it, else from the times of its chunk events alone, which the seal then
-// verifies; the processor judged them, and Check runs on the figures as on
-// any span. A span without a seal that verifies (from
+// is read the cheap way: the times of its chunk events alone, which the
+// seal then verifies; the processor judged them, and Check runs on the
+// figures as on any span. A span without a seal that verifies (from
 // elsewhere, or changed since) has its stall events and chunk events read
 // and judged in full.
 func (c *stallMetrics) judge(span ptrace.Span, fig *figures.Reported) bool {
-	if fig.Sealed() && (c.chunks.ReadHandedOff(span, &c.evidence, fig, c.sealer) || c.chunks.ReadSealed(span, &c.evidence, fig, c.sealer)) {
+	if fig.Sealed() && c.chunks.ReadSealed(span, &c.evidence, fig, c.sealer) {
 		if err := c.chunks.CheckFigures(fig); err == nil {
 			return true
 		}

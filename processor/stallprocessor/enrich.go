@@ -244,13 +244,10 @@ func (p *stallProcessor) writeStallEvents(events ptrace.SpanEventSlice, stalls [
 	}
 }
 
-// seal writes the seal of the evidence in s.chunks (figures.Sealer) and
-// hands the evidence off to the connectors of this process.
+// seal writes the seal of the evidence in s.chunks (figures.Sealer).
 func (p *stallProcessor) seal(s *scratch, span ptrace.Span) {
 	if s.sealer == nil {
 		s.sealer = figures.NewSealer()
 	}
-	seal := s.sealer.Seal(span, &s.chunks)
-	span.Attributes().PutEmptyBytes(semconv.AttrFiguresSeal).FromRaw(seal)
-	figures.HandOff(seal, &s.chunks)
+	span.Attributes().PutEmptyBytes(semconv.AttrFiguresSeal).FromRaw(s.sealer.Seal(span, &s.chunks))
 }
