@@ -333,6 +333,12 @@ func TestGuardEndToEnd(t *testing.T) {
 		require.True(t, ok)
 		assert.Equal(t, "error", fr.Slice().At(fr.Slice().Len()-1).Str())
 		assert.Equal(t, strconv.FormatInt(guardStall.Milliseconds(), 10), strAttr(sp, semconv.AttrStallTimeoutMs))
+		// A stall the guard cut is a stall: the silence it ended is the
+		// last one, at least stall_timeout long.
+		assert.Equal(t, "1", strAttr(sp, semconv.AttrStallCount), "the cut silence is a stall")
+		cut, ok := sp.Attributes().Get(semconv.AttrStallCutMs)
+		require.True(t, ok, "the cut silence is a figure")
+		assert.GreaterOrEqual(t, cut.Double(), float64((guardStall - 50*time.Millisecond).Milliseconds()))
 	}
 	t.Run("a stall after commit ends with openai-go's stream error", func(t *testing.T) {
 		const model = "e2e-guard-stall-openai"

@@ -33,6 +33,9 @@ type callTelemetry struct {
 	span    trace.Span
 	groupID string
 	on      bool
+	// stallTimeout is the watchdog's timeout (nanoseconds), written on the
+	// attempts it cut.
+	stallTimeout int64
 }
 
 func (t *callTelemetry) startCall(ctx context.Context, h *Hedger, buffered bool, start time.Time) context.Context {
@@ -46,6 +49,7 @@ func (t *callTelemetry) startCall(ctx context.Context, h *Hedger, buffered bool,
 			attribute.Bool(semconv.AttrRequestStream, !buffered),
 		))
 	t.on = t.span.IsRecording()
+	t.stallTimeout = h.policy.StallTimeout()
 	if t.on {
 		var id [8]byte
 		sc := t.span.SpanContext()
@@ -123,6 +127,11 @@ func (t *callTelemetry) endAttempt(a *liveAttempt, _ Source, winner bool, err er
 	}
 	if err != nil {
 		attrs = append(attrs, attribute.String(semconv.AttrErrorType, errorType(err)))
+		if isStall(err) && t.stallTimeout > 0 {
+			// With error.type, the mark of a stall cut (docs/contract.md
+			// section 4): the silence the attempt ended in is its last stall.
+			attrs = append(attrs, attribute.Float64(semconv.AttrStallTimeoutMs, float64(t.stallTimeout)/1e6))
+		}
 		var se *StatusError
 		if errors.As(err, &se) {
 			attrs = append(attrs, attribute.Int(semconv.AttrHTTPStatusCode, se.StatusCode))
@@ -145,13 +154,19 @@ func (t *callTelemetry) endCall(err error, now int64) {
 	t.span.End(trace.WithTimestamp(time.Unix(0, now)))
 }
 
-// errorType is the error.type of an attempt or call.
+// isStall reports whether the watchdog ended the attempt or call.
+func isStall(err error) bool {
+	var stall *StallError
+	return errors.As(err, &stall) || errors.Is(err, hedgecore.ErrStalled)
+}
+
+// errorType is the error.type of an attempt or call: a stall cut's is the
+// proxy guard's, so that the stall processor reads both alike.
 func errorType(err error) string {
 	var se *StatusError
-	var stall *StallError
 	switch {
-	case errors.As(err, &stall), errors.Is(err, hedgecore.ErrStalled):
-		return "stall"
+	case isStall(err):
+		return semconv.ErrorTypeStallTimeout
 	case errors.As(err, &se):
 		return strconv.Itoa(se.StatusCode)
 	case errors.Is(err, context.Canceled), errors.Is(err, errCallClosed):

@@ -239,9 +239,10 @@ func TestTelemetryOfAStalledCall(t *testing.T) {
 	// The stalled stream is what the caller got: it stands for the call, so
 	// the stall is counted once, with its error.
 	assert.Equal(t, "winner", attr(t, only, semconv.AttrHedgeOutcome).AsString())
-	assert.Equal(t, "stall", attr(t, only, semconv.AttrErrorType).AsString())
+	assert.Equal(t, "stall_timeout", attr(t, only, semconv.AttrErrorType).AsString())
+	assert.InDelta(t, 1000.0, attr(t, only, semconv.AttrStallTimeoutMs).AsFloat64(), 1e-9, "the cut's mark")
 	assert.Equal(t, codes.Error, only.Status.Code)
-	assert.Equal(t, "stall", only.Status.Description)
+	assert.Equal(t, "stall_timeout", only.Status.Description)
 	assert.Len(t, only.Events, 1)
 	for _, s := range exp.GetSpans() {
 		assert.Equal(t, codes.Error, s.Status.Code, s.Name)

@@ -10,15 +10,19 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/DataDog/sketches-go/ddsketch"
 	"github.com/jonboulle/clockwork"
 	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/processor/processortest"
 
 	"github.com/streamstall/streamstall/internal/exphist"
 	"github.com/streamstall/streamstall/internal/semconv"
+	"github.com/streamstall/streamstall/processor/stallprocessor"
 )
 
 // latencies are lognormal values around 1.6 s, the field median TTFT.
@@ -153,6 +157,114 @@ func BenchmarkMemoryPerSeries(b *testing.B) {
 				runtime.KeepAlive(c)
 			}
 			b.ReportMetric(float64(live)/float64(n), "live-B/series")
+		})
+	}
+}
+
+// pipelineInput is the OTLP encoding of a batch of 100 streaming spans of 200
+// chunk events each (20 ms apart, three 3 s stalls), every chunk event
+// carrying llm.stream.chunk.kind as streamstall's proxy writes it: what an
+// OTLP receiver decodes.
+func pipelineInput(b *testing.B) []byte {
+	const spans, chunks = 100, 200
+	calls := make([]call, spans)
+	for i := range calls {
+		times := make([]int64, chunks)
+		ms := int64(400)
+		for j := range times {
+			times[j] = ms
+			ms += 20
+			if j == 49 || j == 99 || j == 149 {
+				ms += 3000
+			}
+		}
+		calls[i] = call{service: "chat-api", attrs: genAI("openai", fmt.Sprintf("model-%d", i%8), semconv.AttrUsageOutputTokens, 260), chunksMs: times}
+	}
+	td := traces(calls...)
+	for i, rs := range td.ResourceSpans().All() {
+		// Every span its own, as in a real batch.
+		rs.ScopeSpans().At(0).Spans().At(0).SetSpanID(pcommon.SpanID{byte(i), 1})
+	}
+	body, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return body
+}
+
+// BenchmarkPipelineVsReceive is the collector CPU per span that the stall
+// processor and this connector add to receiving it: in every iteration, on
+// the same OTLP body, receive-only (decoding it, what an OTLP receiver does
+// before the first consumer) alternates with decoding it and running it
+// through the stall processor into the connector, in turn first and second.
+// Alternating gives both the same interference on a shared machine and the
+// same garbage collection; the ratio is the figure. The control runs
+// receive-only against itself: its ratio is the noise; processor is the
+// stall processor alone, into a nop consumer.
+func BenchmarkPipelineVsReceive(b *testing.B) {
+	body := pipelineInput(b)
+	c, err := newStallMetrics(connectorSettings(), defaultConfig(), consumertest.NewNop(), clockwork.NewFakeClock())
+	if err != nil {
+		b.Fatal(err)
+	}
+	pf := stallprocessor.NewFactory()
+	proc, err := pf.CreateTraces(context.Background(), processortest.NewNopSettings(pf.Type()), pf.CreateDefaultConfig(), c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	alone, err := pf.CreateTraces(context.Background(), processortest.NewNopSettings(pf.Type()), pf.CreateDefaultConfig(), consumertest.NewNop())
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	var u ptrace.ProtoUnmarshaler
+	processor := func() {
+		td, err := u.UnmarshalTraces(body)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := alone.ConsumeTraces(ctx, td); err != nil {
+			b.Fatal(err)
+		}
+	}
+	receive := func() {
+		if _, err := u.UnmarshalTraces(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+	pipeline := func() {
+		td, err := u.UnmarshalTraces(body)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := proc.ConsumeTraces(ctx, td); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, bc := range []struct {
+		name string
+		a, b func()
+	}{{"control", receive, receive}, {"processor", receive, processor}, {"pipeline", receive, pipeline}} {
+		b.Run(bc.name, func(b *testing.B) {
+			var timeA, timeB time.Duration
+			first := true
+			b.ReportAllocs()
+			for b.Loop() {
+				for _, side := range [2]bool{first, !first} {
+					start := time.Now()
+					if side {
+						bc.a()
+						timeA += time.Since(start)
+					} else {
+						bc.b()
+						timeB += time.Since(start)
+					}
+				}
+				first = !first
+			}
+			b.ReportMetric(float64(timeA.Nanoseconds())/float64(b.N*100), "receive-ns/span")
+			b.ReportMetric(float64(timeB.Nanoseconds())/float64(b.N*100), bc.name+"-ns/span")
+			b.ReportMetric(float64(timeB)/float64(timeA), "ratio")
 		})
 	}
 }

@@ -45,8 +45,12 @@ type stallMetrics struct {
 	// Scratch reused across spans, guarded by mu.
 	attrs    []aggregate.Attribute
 	evidence figures.Chunks
+	sealer   *figures.Sealer
 	stalls   []figures.Stall
 	gapRuns  []figures.GapRun
+	gapNanos []int64
+	// gapSeconds are the gaps of a span without elision, for RecordAll.
+	gapSeconds []float64
 	// refused counts the spans of the current batch whose figures were
 	// inconsistent or implausible; overflowLogged is set once max_series
 	// was reported in the log since Start.
@@ -92,6 +96,7 @@ func newStallMetrics(set connector.Settings, cfg *Config, next consumer.Metrics,
 		clock:     clock,
 		version:   set.BuildInfo.Version,
 		chunks:    figures.NewChunkReader(cfg.ChunkEvents),
+		sealer:    figures.NewSealer(),
 	}
 	for _, d := range cfg.Dimensions {
 		e := extraDimension{name: d.Name}

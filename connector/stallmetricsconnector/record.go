@@ -68,15 +68,17 @@ func (c *stallMetrics) recordSpan(res pcommon.Map, span ptrace.Span) {
 	if fig.Has(figures.IdxTimeToFirstAnswerMs) {
 		c.record(c.metrics.ttfa, dims, fig.Float(figures.IdxTimeToFirstAnswerMs)/1e3, semconv.AttrTimeToFirstAnswerMs, span)
 	}
-	if fig.Has(figures.IdxEvidence) {
+	if e := fig.Evidence(); e == semconv.EvidenceMarkers || e == semconv.EvidenceFrameMarkers {
 		// A marker set (docs/contract.md section 4) measured no gap and no
-		// stall: its TTFT is all it gives. It is no llm.stream.calls call,
-		// whose stalled dimension it cannot fill without a guess.
+		// stall: its TTFT, when known, is all it gives. It is no
+		// llm.stream.calls call, whose stalled dimension it cannot fill
+		// without a guess.
 		return
 	}
 	stalled := false
-	// A consistent set has the interval figures exactly when chunk_count >= 2.
-	if chunkCount := fig.Int(figures.IdxChunkCount); chunkCount >= 2 {
+	// A consistent set has the interval figures exactly when chunk_count >= 2
+	// or a stall cut ended the stream.
+	if fig.Has(figures.IdxGenerationMs) {
 		c.record(c.metrics.generation, dims, fig.Float(figures.IdxGenerationMs)/1e3, semconv.AttrGenerationMs, span)
 		c.record(c.metrics.active, dims, fig.Float(figures.IdxActiveGenerationMs)/1e3, semconv.AttrActiveGenerationMs, span)
 		stalled = c.recordGapsAndStalls(span, &fig, dims) > 0 || fig.Int(figures.IdxStallCount) > 0
@@ -92,7 +94,19 @@ func (c *stallMetrics) recordSpan(res pcommon.Map, span ptrace.Span) {
 // judge reports whether the figures of a span can be recorded, reading its
 // chunk evidence into c.evidence on the way; a refused span is counted and
 // logged at debug level.
+//
+// A span that the stall processor of this collector sealed (figures.Sealer)
+// is read the cheap way: the times of its chunk events alone, which the
+// seal then verifies; the processor judged them, and Check runs on the
+// figures as on any span. A span without a seal that verifies (from
+// elsewhere, or changed since) has its stall events and chunk events read
+// and judged in full.
 func (c *stallMetrics) judge(span ptrace.Span, fig *figures.Reported) bool {
+	if fig.Sealed() && c.chunks.ReadSealed(span, &c.evidence, fig, c.sealer) {
+		if err := c.chunks.CheckFigures(fig); err == nil {
+			return true
+		}
+	}
 	fig.ReadStallEvents(span.Events())
 	err := c.chunks.CheckFigures(fig)
 	if err == nil {
@@ -210,9 +224,19 @@ func (c *stallMetrics) recordGapsAndStalls(span ptrace.Span, fig *figures.Report
 	// at their mean: their count and sum stay exact, and each was at most
 	// the span's keep_gaps_above_ms.
 	gaps := c.metrics.perChunk.Point(dims).Value
-	c.gapRuns = ev.GapRuns(c.gapRuns)
-	for _, g := range c.gapRuns {
-		_ = gaps.RecordN(float64(g.Gap)/1e9, uint64(g.Count))
+	if ev.Elided == 0 {
+		// Each gap one value: recorded in bulk.
+		c.gapSeconds = c.gapSeconds[:0]
+		c.gapNanos = ev.Gaps(c.gapNanos)
+		for _, g := range c.gapNanos {
+			c.gapSeconds = append(c.gapSeconds, float64(g)/1e9)
+		}
+		_ = gaps.RecordAll(c.gapSeconds)
+	} else {
+		c.gapRuns = ev.GapRuns(c.gapRuns)
+		for _, g := range c.gapRuns {
+			_ = gaps.RecordN(float64(g.Gap)/1e9, uint64(g.Count))
+		}
 	}
 	// The stalls under the threshold the processor wrote (Check made it
 	// positive and finite).

@@ -132,6 +132,63 @@ func (h *Histogram) RecordN(v float64, n uint64) error {
 	return nil
 }
 
+// RecordAll adds every value of vs, in order, as Record would one by one,
+// at a lower cost: the values are checked and bounded first, the histogram
+// is downscaled at most once for their range, then each is indexed and
+// counted. An invalid value refuses them all with ErrInvalidValue and leaves
+// the histogram unchanged.
+func (h *Histogram) RecordAll(vs []float64) error {
+	if len(vs) == 0 {
+		return nil
+	}
+	tiny := h.mapping.MinIndexableValue()
+	lo, hi := vs[0], vs[0]
+	loIndexed := math.Inf(1) // the smallest value that gets a bucket
+	for _, v := range vs {
+		if !Valid(v) {
+			return fmt.Errorf("%w: %v", ErrInvalidValue, v)
+		}
+		lo, hi = min(lo, v), max(hi, v)
+		if v > tiny {
+			loIndexed = min(loIndexed, v)
+		}
+	}
+	if h.count == 0 {
+		h.min, h.max = lo, hi
+	} else {
+		h.min, h.max = min(h.min, lo), max(h.max, hi)
+	}
+	h.count += uint64(len(vs))
+	if hi > tiny {
+		// The indexes of the whole batch fit once the range is downscaled
+		// for its extremes: Record one by one would end at the same scale.
+		loIdx, hiIdx := h.mapping.Index(loIndexed), h.mapping.Index(hi)
+		if !h.positive.IsEmpty() {
+			loIdx, hiIdx = min(h.minIndex, loIdx), max(h.maxIndex, hiIdx)
+		}
+		if shift := h.downscaleShift(loIdx, hiIdx); shift > 0 {
+			h.downscale(shift)
+		}
+	}
+	m := h.mapping
+	for _, v := range vs {
+		h.sum += v
+		if v <= tiny {
+			h.tinyAsZero = h.tinyAsZero || v > 0
+			_ = h.sketch.AddWithCount(0, 1) // zero is always trackable
+			continue
+		}
+		idx := m.Index(v)
+		if h.positive.IsEmpty() {
+			h.minIndex, h.maxIndex = idx, idx
+		} else {
+			h.minIndex, h.maxIndex = min(h.minIndex, idx), max(h.maxIndex, idx)
+		}
+		h.positive.Add(idx)
+	}
+	return nil
+}
+
 // downscaleShift is the smallest scale reduction that makes the indexes
 // lo..hi fit into maxBuckets, bounded by MinScale.
 func (h *Histogram) downscaleShift(lo, hi int) int {

@@ -219,3 +219,51 @@ func TestResetReturnsToTheLayoutScale(t *testing.T) {
 	assert.Equal(t, []uint64{1}, dp.Positive().BucketCounts().AsRaw())
 	assert.Equal(t, 2.0, dp.Min())
 }
+
+// RecordAll leaves the histogram Record one by one leaves: the same scale,
+// buckets, zero count, count, sum, min and max, across downscales and tiny
+// values, onto an empty histogram or a filled one.
+func TestRecordAllIsRecordOneByOne(t *testing.T) {
+	layout, err := NewLayout(6, 160)
+	require.NoError(t, err)
+	r := rand.New(rand.NewPCG(5, 6))
+	batch := func(n int, spread float64) []float64 {
+		vs := make([]float64, n)
+		for i := range vs {
+			switch r.IntN(20) {
+			case 0:
+				vs[i] = 0
+			case 1:
+				vs[i] = 1e-320 // below the smallest indexable value
+			default:
+				vs[i] = 0.02 * math.Exp(r.NormFloat64()*spread)
+			}
+		}
+		return vs
+	}
+	for round := range 50 {
+		one, all := layout.NewHistogram(), layout.NewHistogram()
+		for range 3 {
+			vs := batch(1+r.IntN(300), float64(1+round%6))
+			for _, v := range vs {
+				require.NoError(t, one.Record(v))
+			}
+			require.NoError(t, all.RecordAll(vs))
+		}
+		a, b := pmetric.NewExponentialHistogramDataPoint(), pmetric.NewExponentialHistogramDataPoint()
+		one.CopyTo(a)
+		all.CopyTo(b)
+		require.Equal(t, a.Scale(), b.Scale(), "round %d", round)
+		require.Equal(t, a.Positive().BucketCounts().AsRaw(), b.Positive().BucketCounts().AsRaw(), "round %d", round)
+		require.Equal(t, a.Positive().Offset(), b.Positive().Offset(), "round %d", round)
+		require.Equal(t, a.ZeroCount(), b.ZeroCount())
+		require.Equal(t, a.ZeroThreshold(), b.ZeroThreshold())
+		require.Equal(t, a.Count(), b.Count())
+		require.Equal(t, a.Sum(), b.Sum())
+		require.Equal(t, a.Min(), b.Min())
+		require.Equal(t, a.Max(), b.Max())
+	}
+	h := layout.NewHistogram()
+	require.ErrorIs(t, h.RecordAll([]float64{1, math.NaN()}), ErrInvalidValue)
+	assert.Zero(t, h.Count(), "a refused batch records nothing")
+}

@@ -5,6 +5,7 @@ package exphist
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/DataDog/sketches-go/ddsketch/mapping"
@@ -118,4 +119,62 @@ func TestIndexAgreesWithLogarithmicMapping(t *testing.T) {
 		assert.Equal(t, -1, m.Index(1))
 		assert.Equal(t, 0, stock.Index(1), "scale %d: stock mapping is lower-inclusive", scale)
 	}
+}
+
+// The lookup gives the logarithm's index for every value: random ones,
+// every bucket bound and its float neighbours, at every scale it serves.
+func TestLookupIndexIsTheLogarithmIndex(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for scale := int32(1); scale <= lookupMaxScale; scale++ {
+		m, err := NewMapping(scale)
+		require.NoError(t, err)
+		require.NotNil(t, m.lookup, "scale %d", scale)
+		logIndex := func(v float64) int {
+			frac, exp := math.Frexp(v)
+			return (exp-1)<<scale + m.logSubIndex(math.Float64bits(frac)&(1<<mantissaBits-1))
+		}
+		check := func(v float64) {
+			if frac, _ := math.Frexp(v); frac == 0.5 {
+				return // a power of two: not a sub-index
+			}
+			if got, want := m.Index(v), logIndex(v); got != want {
+				t.Fatalf("scale %d: Index(%v) = %d, the logarithm says %d", scale, v, got, want)
+			}
+		}
+		for range 20000 {
+			check(math.Exp(r.Float64()*40 - 20))
+		}
+		for k := 1; k < 1<<scale; k++ {
+			b := math.Float64frombits(1022<<mantissaBits | m.lookup.bound[k])
+			for _, v := range []float64{b, math.Nextafter(b, 0), math.Nextafter(b, 2), b * 1024, math.Nextafter(b, 0) / 64} {
+				check(v)
+			}
+		}
+	}
+}
+
+func BenchmarkIndex(b *testing.B) {
+	m, err := NewMapping(6)
+	require.NoError(b, err)
+	values := make([]float64, 1024)
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range values {
+		values[i] = 0.02 * math.Exp(r.NormFloat64())
+	}
+	b.Run("lookup", func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			_ = m.Index(values[i&1023])
+			i++
+		}
+	})
+	b.Run("logarithm", func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			v := values[i&1023]
+			frac, exp := math.Frexp(v)
+			_ = (exp-1)<<6 + m.logSubIndex(math.Float64bits(frac)&(1<<mantissaBits-1))
+			i++
+		}
+	})
 }

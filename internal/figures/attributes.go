@@ -30,6 +30,8 @@ const (
 	IdxReasoningMs
 	IdxReasoningChunkCount
 	IdxEvidence
+	IdxStallCutMs
+	IdxSeal
 	numAttributes
 )
 
@@ -49,6 +51,8 @@ var attributeNames = [numAttributes]string{
 	IdxReasoningMs:         semconv.AttrReasoningMs,
 	IdxReasoningChunkCount: semconv.AttrReasoningChunkCount,
 	IdxEvidence:            semconv.AttrEvidence,
+	IdxStallCutMs:          semconv.AttrStallCutMs,
+	IdxSeal:                semconv.AttrFiguresSeal,
 }
 
 // IntervalFigures are the figures present exactly when a span has two chunks
@@ -57,7 +61,7 @@ const IntervalFigures = Set(1<<IdxGenerationMs | 1<<IdxStallThresholdMs | 1<<Idx
 	1<<IdxStallCount | 1<<IdxMaxStallMs | 1<<IdxActiveGenerationMs)
 
 // Set is a set of figure attributes, by index.
-type Set uint16
+type Set uint32
 
 // Add adds the figure of index i.
 func (s *Set) Add(i int) { *s |= 1 << i }

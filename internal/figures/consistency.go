@@ -25,6 +25,9 @@ type Reported struct {
 	// problem is the first reading problem: a figure of the wrong type or
 	// given twice.
 	problem error
+	// evidence is the llm.stream.evidence value, when present and known.
+	evidence string
+	seal     []byte
 
 	stallEvents            int
 	stallSumMs, stallMaxMs float64
@@ -40,6 +43,8 @@ func attrKind(i int) pcommon.ValueType {
 		return pcommon.ValueTypeBool
 	case IdxEvidence:
 		return pcommon.ValueTypeStr
+	case IdxSeal:
+		return pcommon.ValueTypeBytes
 	default:
 		return pcommon.ValueTypeDouble
 	}
@@ -67,10 +72,15 @@ func ReadAttributes(attrs pcommon.Map) Reported {
 			r.ints[i] = v.Int()
 		case pcommon.ValueTypeDouble:
 			r.floats[i] = v.Double()
-		case pcommon.ValueTypeStr: // evidence: the processor writes only markers
-			if v.Str() != semconv.EvidenceMarkers {
-				r.fail(fmt.Errorf("%s: %q, want %q", name, v.Str(), semconv.EvidenceMarkers))
+		case pcommon.ValueTypeStr: // evidence: one of the processor's values
+			switch e := v.Str(); e {
+			case semconv.EvidenceMarkers, semconv.EvidenceFrames, semconv.EvidenceFrameMarkers:
+				r.evidence = e
+			default:
+				r.fail(fmt.Errorf("%s: %q is none of %q, %q, %q", name, e, semconv.EvidenceMarkers, semconv.EvidenceFrames, semconv.EvidenceFrameMarkers))
 			}
+		case pcommon.ValueTypeBytes:
+			r.seal = v.Bytes().AsRaw()
 		default: // bool: the processor writes burst only as true
 			if !v.Bool() {
 				r.fail(fmt.Errorf("%s: is written only as true", name))
@@ -112,6 +122,9 @@ func (r *Reported) failEvent(err error) {
 	}
 }
 
+// Evidence is the llm.stream.evidence value of the set, "" when absent.
+func (r *Reported) Evidence() string { return r.evidence }
+
 // Any reports whether the span carries any figure or stall event.
 func (r *Reported) Any() bool { return r.present != 0 || r.stallEvents > 0 }
 
@@ -146,8 +159,19 @@ func (r *Reported) Check() error {
 	if !r.Any() {
 		return nil
 	}
-	if r.Has(IdxEvidence) {
+	switch r.evidence {
+	case semconv.EvidenceMarkers:
 		return r.checkMarkers()
+	case semconv.EvidenceFrameMarkers:
+		return r.checkOnly(Set(1<<IdxEvidence), semconv.EvidenceFrameMarkers)
+	case semconv.EvidenceFrames:
+		// The opening frames cannot be told from content: no time to the
+		// first chunk or answer is known.
+		for _, i := range []int{IdxTTFTMs, IdxTimeToFirstAnswerMs} {
+			if r.Has(i) {
+				return fmt.Errorf("%s: present in a figure set derived from frames (%s = %s)", attributeNames[i], semconv.AttrEvidence, semconv.EvidenceFrames)
+			}
+		}
 	}
 	if !r.Has(IdxChunkCount) {
 		return errors.New(semconv.AttrChunkCount + ": absent, but other figures or stall events are present")
@@ -180,8 +204,9 @@ func (r *Reported) Check() error {
 // checkInterval checks the figures that need two chunks, and the stall events.
 func (r *Reported) checkInterval(n int64) error {
 	interval := r.present & IntervalFigures
+	cut := r.Has(IdxStallCutMs)
 	if interval == 0 {
-		for _, i := range []int{IdxBurst, IdxActiveTPS, IdxStallEventsDropped} {
+		for _, i := range []int{IdxBurst, IdxActiveTPS, IdxStallEventsDropped, IdxStallCutMs} {
 			if r.Has(i) {
 				return fmt.Errorf("%s: present without the interval figures", attributeNames[i])
 			}
@@ -198,12 +223,23 @@ func (r *Reported) checkInterval(n int64) error {
 			}
 		}
 	}
-	if n < 2 {
-		return fmt.Errorf("%s: %d, but interval figures need at least 2", semconv.AttrChunkCount, n)
+	if n < 2 && !cut {
+		return fmt.Errorf("%s: %d, but interval figures need at least 2 (or a %s)", semconv.AttrChunkCount, n, semconv.AttrStallCutMs)
 	}
 	gen, stall := r.floats[IdxGenerationMs], r.floats[IdxStallMs]
 	active, maxStall := r.floats[IdxActiveGenerationMs], r.floats[IdxMaxStallMs]
 	stalls := r.ints[IdxStallCount]
+	gaps := n - 1
+	if cut {
+		// The silence the stream was cut in is its last gap, and a stall.
+		gaps = n
+		switch c := r.floats[IdxStallCutMs]; {
+		case !(c > 0):
+			return fmt.Errorf("%s: must be positive", semconv.AttrStallCutMs)
+		case c > maxStall+Tolerance(maxStall):
+			return fmt.Errorf("%s %v exceeds %s %v", semconv.AttrStallCutMs, c, semconv.AttrMaxStallMs, maxStall)
+		}
+	}
 	switch {
 	case !(r.floats[IdxStallThresholdMs] > 0):
 		return fmt.Errorf("%s: must be positive", semconv.AttrStallThresholdMs)
@@ -213,8 +249,8 @@ func (r *Reported) checkInterval(n int64) error {
 		return fmt.Errorf("%s %v is not %s - %s = %v", semconv.AttrActiveGenerationMs, active, semconv.AttrGenerationMs, semconv.AttrStallMs, gen-stall)
 	case maxStall > stall+Tolerance(stall):
 		return fmt.Errorf("%s %v exceeds %s %v", semconv.AttrMaxStallMs, maxStall, semconv.AttrStallMs, stall)
-	case stalls > n-1:
-		return fmt.Errorf("%s %d exceeds the %d gaps of %d chunks", semconv.AttrStallCount, stalls, n-1, n)
+	case stalls > gaps:
+		return fmt.Errorf("%s %d exceeds the %d gaps of %d chunks", semconv.AttrStallCount, stalls, gaps, n)
 	case (stalls == 0) != (stall == 0) || (stalls == 0) != (maxStall == 0):
 		return fmt.Errorf("%s %d, %s %v and %s %v: zero stalls go with zero stall time, and only they", semconv.AttrStallCount, stalls, semconv.AttrStallMs, stall, semconv.AttrMaxStallMs, maxStall)
 	}

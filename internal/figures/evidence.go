@@ -135,6 +135,8 @@ func (r *ChunkReader) Judge(span ptrace.Span, c *Chunks) error {
 		c.unsorted = false
 	}
 	c.start = knownTime(span.StartTimestamp())
+	c.end = knownTime(span.EndTimestamp())
+	c.readStreamMarks(span.Attributes())
 	if c.overflow > 0 {
 		return fmt.Errorf("%w: %d chunk times past the year 2262", ErrImplausible, c.overflow)
 	}
@@ -150,7 +152,7 @@ func (r *ChunkReader) Judge(span ptrace.Span, c *Chunks) error {
 	if c.start > 0 && c.start-first > skew {
 		return fmt.Errorf("%w: a chunk %v before the span start", ErrImplausible, time.Duration(c.start-first))
 	}
-	if end := knownTime(span.EndTimestamp()); end > 0 && last-end > skew {
+	if end := c.end; end > 0 && last-end > skew {
 		return fmt.Errorf("%w: a chunk %v after the span end", ErrImplausible, time.Duration(last-end))
 	}
 	from := first
@@ -214,6 +216,17 @@ type Chunks struct {
 	elision       bool
 	badElision    string
 	keepGapsAbove int64
+
+	end int64
+	// bare counts the chunk events without any attribute; frames is set
+	// when every chunk event is one of an instrumentation that records one
+	// per frame (EvidenceFrames), and skip is then the opening frames left
+	// out of the figures.
+	bare   int
+	frames bool
+	skip   int
+	// cut is the silence a stall cut ended the stream in, 0 when none.
+	cut int64
 }
 
 type elidedRun struct{ elided, reasoning int64 }
@@ -228,9 +241,71 @@ func (c *Chunks) Reset() {
 	*c = Chunks{Times: c.Times[:0], runs: c.runs[:0]}
 }
 
-// Count is the number of chunks of the stream: the chunk events and the
-// chunks elided between them.
-func (c *Chunks) Count() int64 { return int64(len(c.Times)) + c.Elided }
+// Count is the number of chunks the figures count: the chunk events and
+// the chunks elided between them, less the opening frames of frame
+// evidence.
+func (c *Chunks) Count() int64 { return int64(len(c.Times)-c.skip) + c.Elided }
+
+// First is the first chunk the figures count (valid when Count > 0): the
+// first chunk event, or the first frame after the opening burst.
+func (c *Chunks) First() int64 { return c.Times[c.skip] }
+
+// Frames reports whether judged evidence is one event per frame, content
+// or not (semconv.EvidenceFrames): its TTFT is unknown.
+func (c *Chunks) Frames() bool { return c.frames }
+
+// Cut is the silence a stall cut ended the stream of judged evidence in
+// (nanoseconds), 0 when no cut did.
+func (c *Chunks) Cut() int64 { return c.cut }
+
+// readStreamMarks reads what the span says of its stream as a whole, with
+// the chunk times added: whether a stall cut ended it (error.type
+// stall_timeout with the llm.stream.stall_timeout_ms it was watched with,
+// as the proxy's guard and the hedging client write them), and whether its
+// chunk events are one per frame (OpenLLMetry: llm.is_streaming, and chunk
+// events that carry nothing).
+func (c *Chunks) readStreamMarks(attrs pcommon.Map) {
+	c.frames, c.skip, c.cut = false, 0, 0
+	n := len(c.Times)
+	if n == 0 {
+		return
+	}
+	if c.bare == n && !c.elision {
+		if v, ok := attrs.Get(semconv.AttrOpenLLMetryIsStreaming); ok && v.Type() == pcommon.ValueTypeBool && v.Bool() {
+			c.frames, c.skip = true, openingFrames(c.Times)
+		}
+	}
+	if last := c.Times[n-1]; c.end > last && isStallCut(attrs) {
+		c.cut = c.end - last
+	}
+}
+
+// isStallCut reports whether attrs carry the marks of a stream a stall cut
+// ended.
+func isStallCut(attrs pcommon.Map) bool {
+	v, ok := attrs.Get(semconv.AttrErrorType)
+	if !ok || v.Type() != pcommon.ValueTypeStr || v.Str() != semconv.ErrorTypeStallTimeout {
+		return false
+	}
+	t, ok := attrs.Get(semconv.AttrStallTimeoutMs)
+	return ok && t.Type() == pcommon.ValueTypeDouble && t.Double() > 0 && !math.IsInf(t.Double(), 1)
+}
+
+// openingFrames is the number of frames of the opening burst: the first
+// frame and every one that followed it within burstGapNanos. An API sends
+// its opening frames (a role, response.created) at once, before the TTFT
+// wait; content that came in the same burst cannot be told from them, and
+// is left out too. The last frame is always kept.
+func openingFrames(times []int64) int {
+	if len(times) < 2 {
+		return 0
+	}
+	k := 1
+	for k < len(times)-1 && times[k]-times[k-1] < burstGapNanos {
+		k++
+	}
+	return k
+}
 
 // Add counts ev as a chunk: its time, unless unset, and its kind. A chunk
 // carries a reasoning delta when its llm.stream.chunk.kind is the string
@@ -252,16 +327,30 @@ func (c *Chunks) Add(ev ptrace.SpanEvent) {
 	reasoning := false
 	var run elidedRun
 	elision := false
-	// One pass over the event's attributes: a chunk event carries its kind
-	// and, when chunks were elided before it, their counts.
-	for k, v := range ev.Attributes().All() {
-		switch k {
-		case semconv.AttrChunkKind:
+	attrs := ev.Attributes()
+	switch attrs.Len() {
+	case 0:
+		c.bare++
+	case 1:
+		// The usual chunk event carries its kind alone: one lookup, no
+		// iterator.
+		if v, ok := attrs.Get(semconv.AttrChunkKind); ok {
 			reasoning = v.Type() == pcommon.ValueTypeStr && v.Str() == semconv.ChunkKindReasoning
-		case semconv.AttrChunkElided:
-			run.elided, elision = c.elisionCount(v, k), true
-		case semconv.AttrChunkElidedReasoning:
-			run.reasoning, elision = c.elisionCount(v, k), true
+			break
+		}
+		fallthrough
+	default:
+		// One pass over the event's attributes: a chunk event carries its
+		// kind and, when chunks were elided before it, their counts.
+		for k, v := range attrs.All() {
+			switch k {
+			case semconv.AttrChunkKind:
+				reasoning = v.Type() == pcommon.ValueTypeStr && v.Str() == semconv.ChunkKindReasoning
+			case semconv.AttrChunkElided:
+				run.elided, elision = c.elisionCount(v, k), true
+			case semconv.AttrChunkElidedReasoning:
+				run.reasoning, elision = c.elisionCount(v, k), true
+			}
 		}
 	}
 	c.Kinds.Add(t, reasoning)
@@ -351,10 +440,11 @@ func (c *Chunks) Derive(threshold int64, stalls []Stall) (Figures, Reasoning) {
 	if c.Elided > 0 {
 		runs, threshold = c.runs, max(threshold, c.keepGapsAbove)
 	}
-	f := derive(c.start, c.Times, runs, threshold, stalls)
+	// Frame evidence has no elision: its opening frames are simply left out.
+	f := derive(c.start, c.Times[c.skip:], runs, threshold, c.cut, stalls)
 	r := DeriveReasoning(c.start, c.Kinds)
 	r.ReasoningChunks += int(c.ElidedReasoning)
-	if c.start == 0 {
+	if c.start == 0 || c.frames {
 		f.HasTTFT, f.TTFT = false, 0
 		r.HasTTFA, r.TTFA = false, 0
 	}
@@ -366,7 +456,7 @@ func (c *Chunks) Derive(threshold int64, stalls []Stall) (Figures, Reasoning) {
 // GapRuns gives it.
 func (c *Chunks) Gaps(dst []int64) []int64 {
 	dst = dst[:0]
-	for i := 1; i < len(c.Times); i++ {
+	for i := c.skip + 1; i < len(c.Times); i++ {
 		if c.Elided > 0 && c.runs[i].elided > 0 {
 			continue
 		}
@@ -388,7 +478,7 @@ type GapRun struct {
 // gap are exact (the sum to a nanosecond per run).
 func (c *Chunks) GapRuns(dst []GapRun) []GapRun {
 	dst = dst[:0]
-	for i := 1; i < len(c.Times); i++ {
+	for i := c.skip + 1; i < len(c.Times); i++ {
 		n := int64(1)
 		if c.Elided > 0 {
 			n += c.runs[i].elided

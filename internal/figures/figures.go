@@ -51,11 +51,18 @@ type Figures struct {
 	Burst     bool
 	// Stalls lists every stall in stream order.
 	Stalls []Stall
+	// Cut is the silence a stall cut ended the stream in (docs/contract.md
+	// section 4), 0 when none did: from the last chunk to the span end, a
+	// lower bound of a gap whose end never came. It is the last stall gap,
+	// counted in StallTotal, StallGaps, the last stall and Generation, which
+	// runs to the cut.
+	Cut int64
 }
 
 // HasGeneration reports whether the interval figures exist (two chunks or
-// more); with fewer every interval figure is absent, never zero.
-func (f *Figures) HasGeneration() bool { return f.ChunkCount >= 2 }
+// more, or one and a cut silence); with fewer every interval figure is
+// absent, never zero.
+func (f *Figures) HasGeneration() bool { return f.ChunkCount >= 2 || f.Cut > 0 }
 
 // Active is the net generation time: wall clock minus the stalls.
 func (f *Figures) Active() int64 { return f.Generation - f.StallTotal }
@@ -95,14 +102,22 @@ func Nanos(ms float64) int64 {
 // holds them so once judged) and the stall threshold in nanoseconds. Stalls are
 // appended to stalls[:0], so a caller that reuses the buffer allocates nothing.
 func Derive(start int64, chunkTimes []int64, threshold int64, stalls []Stall) Figures {
-	return derive(start, chunkTimes, nil, threshold, stalls)
+	return derive(start, chunkTimes, nil, threshold, 0, stalls)
+}
+
+// DeriveCut is Derive for a stream a stall cut ended (the hedging client's
+// watchdog, the proxy's guard): cut is the silence from its last chunk to
+// its end, a lower bound of its last gap. The cut silence is a stall
+// whatever the threshold: the stream never resumed.
+func DeriveCut(start int64, chunkTimes []int64, threshold, cut int64, stalls []Stall) Figures {
+	return derive(start, chunkTimes, nil, threshold, cut, stalls)
 }
 
 // derive is Derive over kept chunk times with the chunks elided before each
 // (runs, parallel to chunkTimes; nil when none was): elided chunks count in
 // the chunk count and the stall positions, and a gap across them is no
 // stall gap.
-func derive(start int64, chunkTimes []int64, runs []elidedRun, threshold int64, stalls []Stall) Figures {
+func derive(start int64, chunkTimes []int64, runs []elidedRun, threshold, cut int64, stalls []Stall) Figures {
 	n := len(chunkTimes)
 	total := n
 	for _, r := range runs {
@@ -116,11 +131,11 @@ func derive(start int64, chunkTimes []int64, runs []elidedRun, threshold int64, 
 		f.HasTTFT = true
 		f.TTFT = chunkTimes[0] - start
 	}
-	if n < 2 {
+	if n < 2 && cut <= 0 {
 		return f
 	}
 	f.Generation = chunkTimes[n-1] - chunkTimes[0]
-	f.Burst = f.Generation < int64(total-1)*burstGapNanos
+	f.Burst = n >= 2 && f.Generation < int64(total-1)*burstGapNanos
 	inStall := false
 	elided := 0 // chunks elided up to chunkTimes[i-1]
 	for i := 1; i < n; i++ {
@@ -142,6 +157,21 @@ func derive(start int64, chunkTimes []int64, runs []elidedRun, threshold int64, 
 		}
 		s := &f.Stalls[len(f.Stalls)-1]
 		s.Duration += gap
+		s.Gaps++
+		f.MaxStall = max(f.MaxStall, s.Duration)
+	}
+	if cut > 0 {
+		// The silence the stream was cut in ends the stall in progress, or
+		// is one of its own; the stream's wall clock runs to the cut.
+		f.Cut = cut
+		f.Generation += cut
+		f.StallGaps++
+		f.StallTotal += cut
+		if !inStall {
+			f.Stalls = append(f.Stalls, Stall{AfterChunk: total, At: chunkTimes[n-1]})
+		}
+		s := &f.Stalls[len(f.Stalls)-1]
+		s.Duration += cut
 		s.Gaps++
 		f.MaxStall = max(f.MaxStall, s.Duration)
 	}

@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/streamstall/streamstall/internal/semconv"
@@ -146,6 +148,15 @@ func (r *MarkerReader) Read(span ptrace.Span, m *Markers) error {
 	return r.chunks.Judge(span, &m.judged)
 }
 
+// MarksFirstFrame reports whether the marker events of a span with these
+// attributes mark its first frame, not its first content: the Vercel AI
+// SDK's Responses providers (ai.model.provider openai.responses) fire
+// ai.stream.firstChunk on response.created, sent before the TTFT wait.
+func MarksFirstFrame(attrs pcommon.Map) bool {
+	v, ok := attrs.Get(semconv.AttrVercelModelProvider)
+	return ok && v.Type() == pcommon.ValueTypeStr && strings.HasSuffix(v.Str(), semconv.VercelResponsesProviderSuffix)
+}
+
 // MarkerFigures are the figures marker evidence supports (docs/contract.md
 // section 4). Durations are nanoseconds.
 type MarkerFigures struct {
@@ -181,18 +192,27 @@ const MarkerSet = Set(1<<IdxEvidence | 1<<IdxTTFTMs | 1<<IdxGenerationMs)
 // non-finite duration. No stall figure is derived from markers, so none may
 // come with them.
 func (r *Reported) checkMarkers() error {
-	for i := range numAttributes {
-		if r.Has(i) && !MarkerSet.Has(i) {
-			return fmt.Errorf("%s: present in a figure set derived from markers (%s = %s)", attributeNames[i], semconv.AttrEvidence, semconv.EvidenceMarkers)
-		}
-	}
-	if r.stallEvents > 0 {
-		return fmt.Errorf("%s events: present in a figure set derived from markers", semconv.EventStall)
+	if err := r.checkOnly(MarkerSet, semconv.EvidenceMarkers); err != nil {
+		return err
 	}
 	for _, i := range []int{IdxTTFTMs, IdxGenerationMs} {
 		if v := r.floats[i]; r.Has(i) && (!(v >= 0) || math.IsInf(v, 1)) {
 			return fmt.Errorf("%s: %v is not a finite, non-negative value", attributeNames[i], v)
 		}
+	}
+	return nil
+}
+
+// checkOnly checks that a set of the evidence named holds no figure outside
+// allowed and no llm.stream.stall event: no stall figure comes with it.
+func (r *Reported) checkOnly(allowed Set, evidence string) error {
+	for i := range numAttributes {
+		if r.Has(i) && !allowed.Has(i) {
+			return fmt.Errorf("%s: present in a figure set derived from %s (%s = %s)", attributeNames[i], evidence, semconv.AttrEvidence, evidence)
+		}
+	}
+	if r.stallEvents > 0 {
+		return fmt.Errorf("%s events: present in a figure set derived from %s", semconv.EventStall, evidence)
 	}
 	return nil
 }

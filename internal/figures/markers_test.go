@@ -213,7 +213,7 @@ func TestCheckMarkerSet(t *testing.T) {
 		}, wantErr: "llm.stream.stall events: present in a figure set derived from markers"},
 		{
 			name: "another evidence", change: func(s ptrace.Span) { s.Attributes().PutStr(semconv.AttrEvidence, "chunks") },
-			wantErr: `llm.stream.evidence: "chunks", want "markers"`,
+			wantErr: `llm.stream.evidence: "chunks" is none of`,
 		},
 		{
 			name: "evidence not a string", change: func(s ptrace.Span) { s.Attributes().PutBool(semconv.AttrEvidence, true) },

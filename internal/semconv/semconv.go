@@ -190,13 +190,48 @@ const (
 	// finish marker. Absent on figures derived from chunk events.
 	AttrEvidence    = "llm.stream.evidence"
 	EvidenceMarkers = "markers"
+	// EvidenceFrames: one chunk event per frame of the stream, content or
+	// not (OpenLLMetry): the opening frames cannot be told from content, so
+	// TTFT is unknown and the figures start after the opening burst.
+	EvidenceFrames = "frames"
+	// EvidenceFrameMarkers: the first-chunk marker marks the stream's first
+	// frame, not its first content (the Vercel AI SDK's Responses
+	// provider): no figure is known.
+	EvidenceFrameMarkers = "frame_markers"
+
+	// AttrStallCutMs is the silence (double, ms) a stall cut ended the
+	// stream in, from its last chunk to the span end: a lower bound of its
+	// last stall, which stall_ms, stall_count and max_stall_ms include.
+	AttrStallCutMs = "llm.stream.stall_cut_ms"
+	// AttrFiguresSeal is the stall processor's mark (bytes) that it derived
+	// a span's figures from the chunk events on it, in this process: the
+	// stall_metrics connector of the same collector records such a span
+	// without judging its chunk events again.
+	AttrFiguresSeal = "llm.stream.figures.seal"
 
 	// EventStall marks one stall, stamped at the chunk that precedes the silence.
 	EventStall               = "llm.stream.stall"
 	AttrStallEventDurationMs = "llm.stream.stall.duration_ms"
 	AttrStallEventAfterChunk = "llm.stream.stall.after_chunk"
 	AttrStallEventGaps       = "llm.stream.stall.gaps"
+	// AttrStallEventCut (bool, written only as true) marks the stall a
+	// stall cut ended the stream in: its duration is a lower bound.
+	AttrStallEventCut = "llm.stream.stall.cut"
 )
+
+// Marks of a stream a stall cut ended (docs/contract.md section 4): the
+// proxy's guard and the hedging client write error.type stall_timeout and
+// llm.stream.stall_timeout_ms on it.
+const ErrorTypeStallTimeout = "stall_timeout"
+
+// AttrOpenLLMetryIsStreaming is OpenLLMetry's request attribute (bool) of a
+// streamed call, whose chunk events are one per frame.
+const AttrOpenLLMetryIsStreaming = "llm.is_streaming"
+
+// VercelResponsesProviderSuffix ends the ai.model.provider of the Vercel AI
+// SDK's Responses providers (openai.responses), whose ai.stream.firstChunk
+// fires on the response.created frame.
+const VercelResponsesProviderSuffix = ".responses"
 
 // Hedging attributes (docs/contract.md section 5).
 const (

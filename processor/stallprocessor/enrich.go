@@ -48,7 +48,7 @@ func (p *stallProcessor) enrich(ctx context.Context, s *scratch, rs ptrace.Resou
 	// place, so that processing twice gives the identical span.
 	attrs := span.Attributes()
 	events := span.Events()
-	writeFigures(attrs, &f, &r, p.maxStallEvents)
+	writeFigures(attrs, &f, &r, c.Frames(), p.maxStallEvents)
 	if c.StallEvents || p.dropChunks {
 		idx := 0
 		events.RemoveIf(func(ev ptrace.SpanEvent) bool {
@@ -57,11 +57,18 @@ func (p *stallProcessor) enrich(ctx context.Context, s *scratch, rs ptrace.Resou
 			return drop
 		})
 	}
-	p.writeStallEvents(events, f.Stalls)
+	p.writeStallEvents(events, f.Stalls, f.Cut > 0)
+	if p.conditions.chunkEvent == nil && !p.dropChunks && c.Elided == 0 {
+		// The chunk events stay, selected by name alone: a connector of
+		// this collector may read their times without judging them again.
+		p.seal(s, span)
+	} else {
+		attrs.Remove(semconv.AttrFiguresSeal)
+	}
 
 	tally.enriched++
 	tally.stalls += int64(f.StallCount)
-	return c.Times[0], true, nil
+	return c.First(), true, nil
 }
 
 // checkCarried judges the figures of a span without chunk evidence: a
@@ -138,11 +145,15 @@ func (p *stallProcessor) collectChunks(ctx context.Context, s *scratch, rs ptrac
 // writeFigures writes the attributes of docs/contract.md section 4 with their presence
 // rules, then removes every other figure attribute, and any second copy of
 // one (OTLP can carry a key twice; Put rewrites the first).
-func writeFigures(attrs pcommon.Map, f *figures.Figures, r *figures.Reasoning, maxStallEvents int) {
+func writeFigures(attrs pcommon.Map, f *figures.Figures, r *figures.Reasoning, frames bool, maxStallEvents int) {
 	var produced figures.Set
-	attrs.EnsureCapacity(attrs.Len() + 15)
+	attrs.EnsureCapacity(attrs.Len() + 16)
 	attrs.PutInt(semconv.AttrChunkCount, int64(f.ChunkCount))
 	produced.Add(figures.IdxChunkCount)
+	if frames {
+		attrs.PutStr(semconv.AttrEvidence, semconv.EvidenceFrames)
+		produced.Add(figures.IdxEvidence)
+	}
 	if f.HasTTFT {
 		attrs.PutDouble(semconv.AttrTTFTMs, figures.Millis(f.TTFT))
 		produced.Add(figures.IdxTTFTMs)
@@ -158,6 +169,10 @@ func writeFigures(attrs pcommon.Map, f *figures.Figures, r *figures.Reasoning, m
 		attrs.PutDouble(semconv.AttrMaxStallMs, figures.Millis(f.MaxStall))
 		attrs.PutDouble(semconv.AttrActiveGenerationMs, figures.Millis(f.Active()))
 		produced |= figures.IntervalFigures
+		if f.Cut > 0 {
+			attrs.PutDouble(semconv.AttrStallCutMs, figures.Millis(f.Cut))
+			produced.Add(figures.IdxStallCutMs)
+		}
 		if f.Burst {
 			attrs.PutBool(semconv.AttrBurst, true)
 			produced.Add(figures.IdxBurst)
@@ -185,6 +200,9 @@ func writeFigures(attrs pcommon.Map, f *figures.Figures, r *figures.Reasoning, m
 		attrs.PutInt(semconv.AttrReasoningChunkCount, int64(r.ReasoningChunks))
 		produced.Add(figures.IdxReasoningChunkCount)
 	}
+	// The caller rewrites or removes the seal, in its place: a second pass
+	// gives the identical span.
+	produced.Add(figures.IdxSeal)
 	removeOtherFigures(attrs, produced)
 }
 
@@ -206,11 +224,12 @@ func removeOtherFigures(attrs pcommon.Map, produced figures.Set) {
 }
 
 // writeStallEvents appends one llm.stream.stall event per stall, at most
-// max_stall_events; writeFigures counts the rest.
-func (p *stallProcessor) writeStallEvents(events ptrace.SpanEventSlice, stalls []figures.Stall) {
+// max_stall_events; writeFigures counts the rest. When a stall cut ended the
+// stream (cut), its last stall is marked: its duration is a lower bound.
+func (p *stallProcessor) writeStallEvents(events ptrace.SpanEventSlice, stalls []figures.Stall, cut bool) {
 	written := min(len(stalls), p.maxStallEvents)
 	events.EnsureCapacity(events.Len() + written)
-	for _, st := range stalls[:written] {
+	for i, st := range stalls[:written] {
 		ev := events.AppendEmpty()
 		ev.SetName(semconv.EventStall)
 		ev.SetTimestamp(pcommon.Timestamp(st.At))
@@ -219,5 +238,16 @@ func (p *stallProcessor) writeStallEvents(events ptrace.SpanEventSlice, stalls [
 		evAttrs.PutDouble(semconv.AttrStallEventDurationMs, figures.Millis(st.Duration))
 		evAttrs.PutInt(semconv.AttrStallEventAfterChunk, int64(st.AfterChunk))
 		evAttrs.PutInt(semconv.AttrStallEventGaps, int64(st.Gaps))
+		if cut && i == len(stalls)-1 {
+			evAttrs.PutBool(semconv.AttrStallEventCut, true)
+		}
 	}
+}
+
+// seal writes the seal of the evidence in s.chunks (figures.Sealer).
+func (p *stallProcessor) seal(s *scratch, span ptrace.Span) {
+	if s.sealer == nil {
+		s.sealer = figures.NewSealer()
+	}
+	span.Attributes().PutEmptyBytes(semconv.AttrFiguresSeal).FromRaw(s.sealer.Seal(span, &s.chunks))
 }

@@ -33,7 +33,11 @@ func (p *stallProcessor) enrichFromMarkers(s *scratch, span ptrace.Span, tally *
 	}
 	attrs := span.Attributes()
 	figures.FillGenAI(attrs)
-	writeMarkerFigures(attrs, m.Derive())
+	if figures.MarksFirstFrame(attrs) {
+		writeFrameMarkers(attrs)
+	} else {
+		writeMarkerFigures(attrs, m.Derive())
+	}
 	if hasStallEvents {
 		// Markers say nothing of stalls: no stall event stays.
 		span.Events().RemoveIf(func(ev ptrace.SpanEvent) bool { return ev.Name() == semconv.EventStall })
@@ -61,4 +65,12 @@ func writeMarkerFigures(attrs pcommon.Map, f figures.MarkerFigures) {
 		produced.Add(figures.IdxGenerationMs)
 	}
 	removeOtherFigures(attrs, produced)
+}
+
+// writeFrameMarkers writes the figure set of markers that mark the stream's
+// first frame rather than its first content: llm.stream.evidence alone. The
+// wait for the first content is unknown, and so is the wall clock from it.
+func writeFrameMarkers(attrs pcommon.Map) {
+	attrs.PutStr(semconv.AttrEvidence, semconv.EvidenceFrameMarkers)
+	removeOtherFigures(attrs, figures.Set(1<<figures.IdxEvidence))
 }

@@ -30,6 +30,7 @@ var markerGoldenCases = []struct {
 	configure func(*Config)
 }{
 	{name: "vercel_ai_sdk"},
+	{name: "vercel_responses"},
 	{name: "openinference"},
 	{name: "markers_hostile"},
 	{name: "markers_off", configure: func(c *Config) { c.MarkerEvents = figures.MarkerEventsConfig{} }},

@@ -43,6 +43,7 @@ type scratch struct {
 	// drop_chunk_events removes exactly what was measured.
 	chunkMask []bool
 	attempts  []hedgeAttempt
+	sealer    *figures.Sealer
 }
 
 // batchTally counts what one batch did, for the component telemetry.
