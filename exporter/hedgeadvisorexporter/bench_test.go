@@ -26,13 +26,15 @@ import (
 // clients poll it with their own model filter at about 100 GET/s in all (the
 // fake clock moves 10 ms per GET). "cached" serves from the answer computed
 // at most once a second; "computed_every_get" recomputes it for every GET, as
-// the endpoint did before. cpu-µs/GET is the process's CPU time (user and
+// the endpoint did before; "whole_advice" serves the whole advice, unfiltered,
+// as a guarded proxy with an advisor block fetches it. cpu-µs/GET is the process's CPU time (user and
 // system) per GET, cores@100GET/s what that rate costs.
 func BenchmarkAdvicePolling(b *testing.B) {
 	for _, mode := range []struct {
 		name    string
 		compute bool
-	}{{"cached", false}, {"computed_every_get", true}} {
+		whole   bool
+	}{{"cached", false, false}, {"computed_every_get", true, false}, {"whole_advice", false, true}} {
 		b.Run(mode.name, func(b *testing.B) {
 			a, clock := pollingAdvisor(b)
 			const clients = 8
@@ -43,7 +45,11 @@ func BenchmarkAdvicePolling(b *testing.B) {
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				c := next.Add(1) % clients
-				req := httptest.NewRequest(http.MethodGet, fmt.Sprintf("%s?provider=openai&model=model-%d", AdvicePath, c), http.NoBody)
+				target := fmt.Sprintf("%s?provider=openai&model=model-%d", AdvicePath, c)
+				if mode.whole {
+					target = AdvicePath
+				}
+				req := httptest.NewRequest(http.MethodGet, target, http.NoBody)
 				for pb.Next() {
 					clock.Advance(10 * time.Millisecond)
 					if mode.compute {
