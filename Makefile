@@ -28,7 +28,7 @@ MODULES := $(patsubst ./%,%,$(patsubst %/go.mod,%,$(shell find . -name go.mod -n
 GO_SOURCES := $(shell find . -name '*.go' -not -path './_build/*' -not -path './internal/tools/*') \
 	$(wildcard $(foreach m,$(MODULES),$(m)/go.mod $(m)/go.sum))
 
-.PHONY: all otelcol jaeger fakellm demo run sim test unit race alloc fuzz e2e lint bench clean tidy generate prometheus rules release rehearse
+.PHONY: all otelcol jaeger fakellm demo run sim test unit race alloc fuzz e2e lint bench clean tidy generate prometheus rules release rehearse node-deps
 
 # Every component directory: the directories holding a metadata.yaml.
 COMPONENTS = $(patsubst ./%/metadata.yaml,%,$(shell find . -name metadata.yaml -not -path './_build/*' -not -path '*/testdata/*'))
@@ -89,8 +89,14 @@ test: race alloc fuzz rules e2e rehearse
 unit:
 	@set -e; for m in $(MODULES); do echo "go test $$m"; (cd $$m && $(GO) test ./...); done
 
-race:
+race: node-deps
 	@set -e; for m in $(MODULES); do echo "go test -race $$m"; (cd $$m && $(GO) test -race ./...); done
+
+## node-deps: the npm packages of the Vercel AI SDK test of the guard (receiver/ssecapture/testdata/vercel),
+##            from the npm registry, pinned by its package-lock.json; without npm that test skips
+node-deps:
+	@if command -v npm >/dev/null; then npm ci --prefix receiver/ssecapture/testdata/vercel --no-audit --no-fund --loglevel=error; \
+	else echo "no npm: the guard's Vercel AI SDK test will skip"; fi
 
 ## fuzz: run every fuzz target for FUZZTIME executions. Go 1.26's coordinator can
 ##       fail a time-boxed run on its own deadline under load (fixed in Go 1.27), so
