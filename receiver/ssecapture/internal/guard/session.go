@@ -323,17 +323,16 @@ func (s *Session) drop(i int) {
 	}
 }
 
-// launch sends attempt i's request. It has no GetBody, so that net/http
-// never sends it again on its own: each upstream request is an attempt the
-// race counted. An alternate gets the client's credential headers only when
+// launch sends attempt i's request. Its GetBody refuses once the body is
+// being sent (RequestBody), so that net/http never sends it again on its
+// own: each upstream request is an attempt the race counted. An alternate gets the client's credential headers only when
 // its configuration forwards them, and the request has no trailers (the
 // proxy dropped them).
 func (s *Session) launch(i int) {
 	ra := s.race.Attempt(i)
 	ctx, cancel := context.WithCancelCause(s.req.Context())
 	out := s.req.Clone(ctx)
-	out.Body = io.NopCloser(bytes.NewReader(s.body))
-	out.GetBody = nil
+	out.Body, out.GetBody = RequestBody(s.body)
 	out.ContentLength = int64(len(s.body))
 	out.Trailer = nil
 	out.Header.Del("Proxy-Authorization")

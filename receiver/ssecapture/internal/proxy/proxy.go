@@ -7,7 +7,6 @@
 package proxy // import "github.com/streamstall/streamstall/receiver/ssecapture/internal/proxy"
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -299,10 +298,12 @@ func staysUnderPrefix(prefix string, u *url.URL) bool {
 // The request goes on with a Content-Length and without trailers: a
 // trailer is a header the listener's authenticator never saw and the
 // proxy never filtered (X-Collector-Token as a trailer), so none is sent
-// upstream. It has no GetBody, which makes net/http's Transport unable to
-// send it again on its own (a POST with Idempotency-Key is replayed on
-// every reused connection that dies under it): an upstream request is an
-// attempt, counted and bounded by the guard, or the call's one request.
+// upstream. Its GetBody refuses once the body is being sent
+// (guard.RequestBody), which makes net/http's Transport unable to send it
+// again on its own (a POST with Idempotency-Key is replayed on every reused
+// connection that dies under it) while a signer can still hash it: an
+// upstream request is an attempt, counted and bounded by the guard, or the
+// call's one request.
 func readBody(r *http.Request, limit int64) ([]byte, error) {
 	r.Trailer = nil
 	if r.Body == nil || r.Body == http.NoBody {
@@ -314,9 +315,8 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.Body, r.GetBody = guard.RequestBody(body)
 	r.ContentLength = int64(len(body))
-	r.GetBody = nil
 	r.TransferEncoding = nil
 	r.Header.Del("Transfer-Encoding")
 	r.Header.Del("Trailer")
