@@ -54,15 +54,7 @@ processors:
   stall:
     stall_threshold: 500ms
 exporters:
-  otlp_http:
-    endpoint: ${SINK}
-    encoding: json
-    compression: none
-    retry_on_failure:
-      enabled: false
-    sending_queue:
-      enabled: false
-service:
+` + sinkExporter + `service:
   pipelines:
     traces:
       receivers: [sse_capture]

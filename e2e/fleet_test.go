@@ -81,15 +81,7 @@ exporters:
       enabled: false
     sending_queue:
       enabled: false
-  otlp_http:
-    endpoint: ${SINK}
-    encoding: json
-    compression: none
-    retry_on_failure:
-      enabled: false
-    sending_queue:
-      enabled: false
-service:
+` + sinkExporter + `service:
   telemetry:
     metrics:
       level: none

@@ -144,15 +144,7 @@ const attackQuotaBody = `{"error":{"message":"You exceeded your current quota, p
 	`"type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`
 
 const attackSinkOnly = `exporters:
-  otlp_http:
-    endpoint: ${SINK}
-    encoding: json
-    compression: none
-    retry_on_failure:
-      enabled: false
-    sending_queue:
-      enabled: false
-`
+` + sinkExporter
 
 // The same upstream behind an unguarded proxy and a guarded one.
 const attackReplayConfig = `

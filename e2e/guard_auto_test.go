@@ -43,15 +43,7 @@ receivers:
           floor: ${FLOOR}
           min_samples: ${MIN}
 exporters:
-  otlp_http:
-    endpoint: ${SINK}
-    encoding: json
-    compression: none
-    retry_on_failure:
-      enabled: false
-    sending_queue:
-      enabled: false
-service:
+` + sinkExporter + `service:
   pipelines:
     traces:
       receivers: [sse_capture]

@@ -42,15 +42,7 @@ receivers:
               headers:
                 X-Fakellm-Script: '{"ttft_ms":10,"gaps_ms":[5,5]}'
 exporters:
-  otlp_http:
-    endpoint: ${SINK}
-    encoding: json
-    compression: none
-    retry_on_failure:
-      enabled: false
-    sending_queue:
-      enabled: false
-service:
+` + sinkExporter + `service:
   pipelines:
     traces:
       receivers: [sse_capture]

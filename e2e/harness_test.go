@@ -161,7 +161,14 @@ const sinkAndMetrics = `connectors:
   stall_metrics:
     flush_interval: 1s
 exporters:
-  otlp_http:
+` + sinkExporter + `  prometheus:
+    endpoint: 127.0.0.1:${PROM}
+`
+
+// sinkExporter is the otlp_http exporter (under an exporters key) of the
+// tests' collector configs that send their traces to the test's OTLP sink
+// alone.
+const sinkExporter = `  otlp_http:
     endpoint: ${SINK}
     encoding: json
     compression: none
@@ -169,8 +176,6 @@ exporters:
       enabled: false
     sending_queue:
       enabled: false
-  prometheus:
-    endpoint: 127.0.0.1:${PROM}
 `
 
 var fill = harness.Fill

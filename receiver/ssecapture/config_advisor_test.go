@@ -4,16 +4,13 @@
 package ssecapture
 
 import (
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/collector/confmap"
 
 	"github.com/streamstall/streamstall/internal/advice"
-	"github.com/streamstall/streamstall/internal/testbed/mdcode"
 )
 
 func TestGuardAdvisorIsOffWithoutItsBlock(t *testing.T) {
@@ -62,25 +59,7 @@ func TestGuardAdvisorValidate(t *testing.T) {
 // TestDocsHedgingFleetExample: the fleet configuration of docs/hedging.md
 // is valid and takes both auto values from an advisor.
 func TestDocsHedgingFleetExample(t *testing.T) {
-	blocks, err := mdcode.File(filepath.Join("..", "..", "docs", "hedging.md"))
-	require.NoError(t, err)
-	var yamls []mdcode.Block
-	for _, b := range mdcode.In(blocks, "Proxies that learn as a fleet") {
-		if b.Info == "yaml" {
-			yamls = append(yamls, b)
-		}
-	}
-	require.Len(t, yamls, 1)
-	r, err := confmap.NewRetrievedFromYAML([]byte(yamls[0].Text))
-	require.NoError(t, err)
-	cm, err := r.AsConf()
-	require.NoError(t, err)
-	sub, err := cm.Sub("receivers::sse_capture")
-	require.NoError(t, err)
-	cfg := NewFactory().CreateDefaultConfig()
-	require.NoError(t, sub.Unmarshal(cfg))
-	require.NoError(t, confmap.Validate(cfg))
-	g := cfg.(*Config).Proxy.Get().Guard.Get()
+	g := hedgingDocConfig(t, "Proxies that learn as a fleet").Proxy.Get().Guard.Get()
 	assert.True(t, g.StallTimeout.Auto())
 	assert.True(t, g.Hedge.Delay.Auto())
 	require.True(t, g.Advisor.HasValue())

@@ -204,14 +204,14 @@ func TestGuardAlternateCredentials(t *testing.T) {
 	assert.True(t, a.ownCredential(), "a TLS client certificate is a credential")
 }
 
-// TestDocsHedgingGuardExample: the guard configuration of docs/hedging.md
-// is valid and its alternate, another provider, has a credential of its
-// own and gets none of the client's: what the worked example says of it.
-func TestDocsHedgingGuardExample(t *testing.T) {
+// hedgingDocConfig is the sse_capture configuration of the one YAML block
+// in a section of docs/hedging.md, loaded and validated.
+func hedgingDocConfig(t *testing.T, section string) *Config {
+	t.Helper()
 	blocks, err := mdcode.File(filepath.Join("..", "..", "docs", "hedging.md"))
 	require.NoError(t, err)
 	var yamls []mdcode.Block
-	for _, b := range mdcode.In(blocks, "Guarding streams") {
+	for _, b := range mdcode.In(blocks, section) {
 		if b.Info == "yaml" {
 			yamls = append(yamls, b)
 		}
@@ -226,7 +226,14 @@ func TestDocsHedgingGuardExample(t *testing.T) {
 	cfg := NewFactory().CreateDefaultConfig()
 	require.NoError(t, sub.Unmarshal(cfg))
 	require.NoError(t, confmap.Validate(cfg))
-	p := cfg.(*Config).Proxy.Get()
+	return cfg.(*Config)
+}
+
+// TestDocsHedgingGuardExample: the guard configuration of docs/hedging.md
+// is valid and its alternate, another provider, has a credential of its
+// own and gets none of the client's: what the worked example says of it.
+func TestDocsHedgingGuardExample(t *testing.T) {
+	p := hedgingDocConfig(t, "Guarding streams").Proxy.Get()
 	g := p.Guard.Get()
 	assert.Equal(t, AutoDuration(time.Minute), g.StallTimeout)
 	assert.Equal(t, AutoDuration(2*time.Second), g.Hedge.Delay)
