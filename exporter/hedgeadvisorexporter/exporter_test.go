@@ -82,12 +82,12 @@ func traces(specs ...attemptSpec) ptrace.Traces {
 	return td
 }
 
-func newTestAdvisor(t testing.TB, cfg *Config) (*advisor, *clockwork.FakeClock) {
-	t.Helper()
-	require.NoError(t, cfg.Validate())
+func newTestAdvisor(tb testing.TB, cfg *Config) (*advisor, *clockwork.FakeClock) {
+	tb.Helper()
+	require.NoError(tb, cfg.Validate())
 	clock := clockwork.NewFakeClockAt(t0)
 	a, err := newAdvisor(exportertest.NewNopSettings(metadata.Type), cfg, clock)
-	require.NoError(t, err)
+	require.NoError(tb, err)
 	return a, clock
 }
 

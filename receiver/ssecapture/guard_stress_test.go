@@ -311,7 +311,7 @@ func checkStressCall(t *testing.T, c stressCase, spans []ptrace.Span, upstream m
 	case stressDisconnect:
 		wantErr = "cancelled"
 	}
-	if !assert.Equal(t, wantAttempts, len(spans), "%s: attempts", c) {
+	if !assert.Len(t, spans, wantAttempts, "%s: attempts", c) {
 		return
 	}
 	for _, s := range spans {

@@ -119,7 +119,7 @@ func TestFallbackOrderAdvisorLocalFloor(t *testing.T) {
 
 	// Advisor: three times the fleet's p99.9 gap (100 ms over both entries).
 	assert.Equal(t, StallAdvisor, pol.StallTimeoutSource(true))
-	assert.Equal(t, time.Duration(300*time.Millisecond), pol.StallTimeout(true))
+	assert.Equal(t, 300*time.Millisecond, pol.StallTimeout(true))
 	pol.takeFleetDelay(now)
 	d, src := pol.hp.DelayFrom(0)
 	assert.Equal(t, hedgecore.DelayFleet, src)
