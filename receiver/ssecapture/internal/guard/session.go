@@ -345,6 +345,9 @@ func (s *Session) launch(i int) {
 	if ra.Source > 0 {
 		up := &s.pol.alternates[ra.Source-1]
 		u := s.inURL
+		if !up.ForwardClientCredentials {
+			stripQueryCredentials(&u) // the client's query, before the alternate's own joins it
+		}
 		out.URL = &u
 		(&httputil.ProxyRequest{Out: out}).SetURL(up.URL)
 		rt = up.Transport
