@@ -206,8 +206,7 @@ func (b *committedBody) Close() error {
 func (b *committedBody) stop() {
 	b.closed.Store(true)
 	if t := b.timer.Load(); t != nil {
-		// A look already under way may still arm one more: it finds the
-		// body closed and does nothing.
+		// A look already under way that arms one more stops it (arm).
 		(*t).Stop()
 	}
 }
@@ -250,6 +249,9 @@ func (b *committedBody) arm(now, last int64, answered bool) {
 	}
 	t := b.s.clock.AfterFunc(max(time.Duration(wake-now), 0), b.fire)
 	b.timer.Store(&t)
+	if b.closed.Load() {
+		t.Stop() // closed while this look was under way: stop saw the old timer
+	}
 }
 
 // fire is the watchdog: it reads when content last came; after a silence
