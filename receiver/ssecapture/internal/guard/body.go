@@ -75,7 +75,7 @@ const (
 	endComplete           // the upstream ended it
 	endStall              // the watchdog ended it
 	endShutdown           // the proxy's shutdown ended it
-	endBroken             // the upstream broke it, or the client left
+	endBroken             // the upstream broke it
 )
 
 // committedBody is what the client gets of the committed attempt: the bytes
@@ -168,6 +168,11 @@ func (b *committedBody) Read(p []byte) (int, error) {
 			b.stop()
 			return n, err
 		}
+	case b.s.req.Context().Err() != nil:
+		// The client left (its request's context ended, and the upstream
+		// read with it): the upstream broke nothing, and the call costs
+		// no budget (settle).
+		return n, err
 	default:
 		b.end, b.err = endBroken, err
 		return n, err
