@@ -632,7 +632,7 @@ func (s *Session) Finish() []Report {
 		rd.drop(s.Budget)
 	}
 	s.settle(now)
-	reports := make([]Report, 0, n-1)
+	reports := make([]Report, 0, max(n-1, 0)) // none started: ReverseProxy answered without its transport
 	for i := range n {
 		if i != s.rep {
 			reports = append(reports, s.report(i, true))
