@@ -250,7 +250,7 @@ func TestGuardCallThatNeverReachesTheTransport(t *testing.T) {
 	body := `{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"hi"}]}`
 	conn, err := net.Dial("tcp", f.rcv.addrs["proxy"].String())
 	require.NoError(t, err)
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	_, err = fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"+
 		"Connection: Upgrade\r\nUpgrade: \xe9\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 	require.NoError(t, err)
