@@ -4,9 +4,12 @@
 package ssecapture
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -234,4 +237,30 @@ func portOf(t *testing.T, raw string) int64 {
 	port, err := strconv.ParseInt(u.Port(), 10, 64)
 	require.NoError(t, err)
 	return port
+}
+
+// TestGuardCallThatNeverReachesTheTransport: ReverseProxy answers some
+// requests itself, before any attempt (an Upgrade header it refuses); the
+// guarded call still ends cleanly, with its span, and the proxy serves on.
+func TestGuardCallThatNeverReachesTheTransport(t *testing.T) {
+	f := newGuardFixture(t,
+		fakellm.Script{TTFTMillis: 10, GapsMillis: []float64{5}},
+		fakellm.Script{TTFTMillis: 10, GapsMillis: []float64{5}},
+		func(g *GuardConfig) { g.Hedge.Delay = AutoDuration(time.Second) })
+	body := `{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+	conn, err := net.Dial("tcp", f.rcv.addrs["proxy"].String())
+	require.NoError(t, err)
+	defer func() { _ = conn.Close() }()
+	_, err = fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"+
+		"Connection: Upgrade\r\nUpgrade: \xe9\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	require.NoError(t, err)
+	require.NoError(t, conn.SetReadDeadline(time.Now().Add(10*time.Second)))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	require.NoError(t, err, "the proxy answered")
+	_ = resp.Body.Close()
+	assert.GreaterOrEqual(t, resp.StatusCode, 400)
+	f.spans(t, 1)
+
+	run := openAIChat(t, f.proxyURL, "")
+	assert.NotEmpty(t, run.wire, "the proxy serves on")
 }

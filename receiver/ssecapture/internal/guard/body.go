@@ -75,7 +75,7 @@ const (
 	endComplete           // the upstream ended it
 	endStall              // the watchdog ended it
 	endShutdown           // the proxy's shutdown ended it
-	endBroken             // the upstream broke it, or the client left
+	endBroken             // the upstream broke it
 )
 
 // committedBody is what the client gets of the committed attempt: the bytes
@@ -168,6 +168,11 @@ func (b *committedBody) Read(p []byte) (int, error) {
 			b.stop()
 			return n, err
 		}
+	case b.s.req.Context().Err() != nil:
+		// The client left (its request's context ended, and the upstream
+		// read with it): the upstream broke nothing, and the call costs
+		// no budget (settle).
+		return n, err
 	default:
 		b.end, b.err = endBroken, err
 		return n, err
@@ -206,8 +211,7 @@ func (b *committedBody) Close() error {
 func (b *committedBody) stop() {
 	b.closed.Store(true)
 	if t := b.timer.Load(); t != nil {
-		// A look already under way may still arm one more: it finds the
-		// body closed and does nothing.
+		// A look already under way that arms one more stops it (arm).
 		(*t).Stop()
 	}
 }
@@ -250,6 +254,9 @@ func (b *committedBody) arm(now, last int64, answered bool) {
 	}
 	t := b.s.clock.AfterFunc(max(time.Duration(wake-now), 0), b.fire)
 	b.timer.Store(&t)
+	if b.closed.Load() {
+		t.Stop() // closed while this look was under way: stop saw the old timer
+	}
 }
 
 // fire is the watchdog: it reads when content last came; after a silence

@@ -159,3 +159,49 @@ func TestWatchdogCutsAtTheLearnedDeadline(t *testing.T) {
 	assert.Equal(t, ErrTypeStallTimeout, s.Ended())
 	assert.Equal(t, learned, s.StallTimeoutUsed(), "the deadline used is the learned one")
 }
+
+// TestClientGoneMidStreamCostsNoBudget: a client that leaves a committed
+// stream (its request's context ends, and the upstream read with it) did
+// not see the upstream fail: it costs neither its bucket nor the shared
+// one, or clients that hang up could take failover away from everyone.
+func TestClientGoneMidStreamCostsNoBudget(t *testing.T) {
+	budgets := hedgecore.NewClientBudgets(hedgecore.ClientBudgetConfig{MaxTokens: 4, TokenRatio: 0.1, SharedMaxTokens: 40})
+	h := newHarness(t, Rule{MaxAttempts: 2, Budgets: budgets})
+	gone := client.Info{Addr: ipAddr("10.0.0.1")}
+	for range 3 {
+		ctx, cancel := context.WithCancel(client.NewContext(t.Context(), gone))
+		in, _ := url.Parse("/v1/chat/completions")
+		body := []byte(`{"model":"gpt-4o","stream":true}`)
+		s := h.guard.NewSession(h.stopping, "openai", "gpt-4o", llmstream.ShapeChatCompletions, in, body, h.clock.Now().UnixNano())
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://primary.example/v1/chat/completions", strings.NewReader(string(body)))
+		require.NoError(t, err)
+		out := make(chan result, 1)
+		go func() {
+			resp, err := s.RoundTrip(req, h.primary)
+			out <- result{resp, err}
+		}()
+		h.primary.next(t).stream(roleFrame, textFrame)
+		r := wait(t, out)
+		require.NoError(t, r.err)
+		assert.Equal(t, roleFrame+textFrame, readN(t, r.resp.Body, len(roleFrame+textFrame)))
+		cancel() // the client hangs up mid-stream
+		_, err = io.ReadAll(r.resp.Body)
+		require.Error(t, err)
+		require.NoError(t, r.resp.Body.Close())
+		s.Finish()
+		assert.Empty(t, s.Ended())
+	}
+
+	s, out := h.callAs(t, gone)
+	h.primary.next(t).status(http.StatusServiceUnavailable, `{"error":{"message":"overloaded"}}`)
+	a := h.alt.next(t)
+	a.stream(roleFrame, textFrame, doneFrame)
+	a.end()
+	r := wait(t, out)
+	require.NoError(t, r.err)
+	assert.Equal(t, http.StatusOK, r.resp.StatusCode, "the client's failover is still allowed")
+	_, _ = io.ReadAll(r.resp.Body)
+	require.NoError(t, r.resp.Body.Close())
+	s.Finish()
+	assert.Zero(t, s.Refused())
+}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/streamstall/streamstall/internal/hedgecore"
@@ -62,6 +63,28 @@ func stripCredentials(h http.Header) {
 			delete(h, name)
 		}
 	}
+}
+
+// stripQueryCredentials removes from u's query the parameters that carry a
+// credential: Google's key and access_token (Gemini takes its API key as
+// ?key=), and any name IsCredentialHeader takes for one. The others stay
+// as they came, in their order.
+func stripQueryCredentials(u *url.URL) {
+	if u.RawQuery == "" {
+		return
+	}
+	kept := make([]string, 0, strings.Count(u.RawQuery, "&")+1)
+	for _, pair := range strings.Split(u.RawQuery, "&") {
+		name, _, _ := strings.Cut(pair, "=")
+		if n, err := url.QueryUnescape(name); err == nil {
+			name = n
+		}
+		if l := strings.ToLower(name); l == "key" || l == "access_token" || IsCredentialHeader(name) {
+			continue
+		}
+		kept = append(kept, pair)
+	}
+	u.RawQuery = strings.Join(kept, "&")
 }
 
 // credentialRefused reports whether an error answer (its status, and the

@@ -347,3 +347,39 @@ func FuzzQuotaError(f *testing.F) {
 		}
 	})
 }
+
+// TestQueryCredentialReachesOnlyThePrimary: Gemini's API key may come in the
+// query (?key=), as its REST reference shows; an alternate that does not
+// forward the client's credentials gets the query without it.
+func TestQueryCredentialReachesOnlyThePrimary(t *testing.T) {
+	for _, forward := range []bool{false, true} {
+		h := newCredentialHarness(t, Rule{MaxAttempts: 2}, Upstream{ForwardClientCredentials: forward})
+		ctx, cancel := context.WithCancel(t.Context())
+		t.Cleanup(cancel)
+		const query = "alt=sse&key=goog-client&access_token=ya29.client&x-api-key=k&api_key=k&keep=1"
+		in, _ := url.Parse("/v1beta/models/gemini-2.5-flash:streamGenerateContent?" + query)
+		body := []byte(`{"contents":[]}`)
+		s := h.guard.NewSession(h.stopping, "gcp.gemini", "gemini-2.5-flash", llmstream.ShapeGemini, in, body, h.clock.Now().UnixNano())
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://primary.example"+in.RequestURI(), bytes.NewReader(body))
+		require.NoError(t, err)
+		out := make(chan result, 1)
+		go func() {
+			resp, err := s.RoundTrip(req, h.primary)
+			out <- result{resp, err}
+		}()
+		p := h.primary.next(t)
+		assert.Equal(t, query, p.req.URL.RawQuery, "the primary gets the client's query")
+		p.status(http.StatusServiceUnavailable, `{}`)
+		a := h.alt.next(t)
+		if forward {
+			assert.Equal(t, query, a.req.URL.RawQuery)
+		} else {
+			assert.Equal(t, "alt=sse&keep=1", a.req.URL.RawQuery, "the alternate got the client's credential in the query")
+		}
+		a.status(http.StatusServiceUnavailable, `{}`)
+		r := wait(t, out)
+		require.NoError(t, r.err)
+		require.NoError(t, r.resp.Body.Close())
+		s.Finish()
+	}
+}

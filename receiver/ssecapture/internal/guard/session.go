@@ -344,6 +344,9 @@ func (s *Session) launch(i int) {
 	if ra.Source > 0 {
 		up := &s.pol.alternates[ra.Source-1]
 		u := s.inURL
+		if !up.ForwardClientCredentials {
+			stripQueryCredentials(&u) // the client's query, before the alternate's own joins it
+		}
 		out.URL = &u
 		(&httputil.ProxyRequest{Out: out}).SetURL(up.URL)
 		rt = up.Transport
@@ -628,7 +631,7 @@ func (s *Session) Finish() []Report {
 		rd.drop(s.Budget)
 	}
 	s.settle(now)
-	reports := make([]Report, 0, n-1)
+	reports := make([]Report, 0, max(n-1, 0)) // none started: ReverseProxy answered without its transport
 	for i := range n {
 		if i != s.rep {
 			reports = append(reports, s.report(i, true))

@@ -571,3 +571,17 @@ func TestLearnedDelayAndModels(t *testing.T) {
 	th.ObserveGaps(2, censored)
 	assert.Greater(t, th.StallTimeout(true), 10*time.Minute, "streams cut in long silences count as long gaps")
 }
+
+// TestFinishWithoutAnAttempt: a call ReverseProxy answered itself, before
+// its transport (an Upgrade header it refuses), started no attempt; its
+// session still finishes, with no loser.
+func TestFinishWithoutAnAttempt(t *testing.T) {
+	h := newHarness(t, Rule{MaxAttempts: 2})
+	in, _ := url.Parse("/v1/chat/completions")
+	s := h.guard.NewSession(h.stopping, "openai", "gpt-4o", llmstream.ShapeChatCompletions, in, nil, h.clock.Now().UnixNano())
+	assert.Empty(t, s.Finish())
+	assert.Equal(t, 0, s.Representative().Attempt)
+	assert.Zero(t, s.Attempts())
+	assert.False(t, s.Won())
+	assert.Empty(t, s.Ended())
+}
