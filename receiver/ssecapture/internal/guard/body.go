@@ -278,6 +278,13 @@ func (b *committedBody) fire() {
 		b.arm(now, last, answered)
 		return
 	}
+	if b.progress.unread.Load() != 0 {
+		// A read is still on its way to the client: the client is slow to
+		// take it, and the upstream is not known to be silent. Look again a
+		// timeout later rather than cut a stream that is flowing.
+		b.arm(now, now, answered)
+		return
+	}
 	b.lastTimeout.Store(d - last)
 	b.silence.Store(now - last)
 	b.stalled.Store(true)

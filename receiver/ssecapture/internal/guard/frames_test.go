@@ -294,3 +294,33 @@ func TestReadNotClassifiedYetIsNoSilence(t *testing.T) {
 	s.Finish()
 	assert.Equal(t, ErrTypeStallTimeout, s.Ended())
 }
+
+// TestSlowClientIsNoStall: a read that stays on its way to the client for
+// longer than the stall timeout (the client is slow to take it, the
+// upstream is not known to be silent) never cuts the stream; once it is
+// classified as no content, the silence counts from the last content chunk.
+func TestSlowClientIsNoStall(t *testing.T) {
+	h := newHarness(t, Rule{StallTimeout: time.Second, MaxAttempts: 1})
+	s, p, resp, cc := h.commit(t, textFrame)
+	h.blockUntil(t, 1)
+	h.clock.Advance(900 * time.Millisecond)
+	cc.p.Arrived(h.clock.Now().UnixNano())
+	for range 3 { // deadlines at 1.9 s, 2.9 s, 3.9 s: the read is still with the client
+		h.clock.Advance(time.Second)
+		h.blockUntil(t, 1)
+		select {
+		case <-p.req.Context().Done():
+			t.Fatal("a slow client's stream was cut as stalled")
+		default:
+		}
+	}
+	cc.p.Classified() // it held no content
+	h.clock.Advance(time.Second)
+	assert.ErrorIs(t, p.cancelled(t), errStalled)
+	rest, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	assert.Contains(t, string(rest), "stall_timeout")
+	require.NoError(t, resp.Body.Close())
+	s.Finish()
+	assert.Equal(t, ErrTypeStallTimeout, s.Ended())
+}
