@@ -104,6 +104,10 @@ const (
 	// TTFTTimedOut: the attempt delivered no content within the TTFT
 	// timeout. The next attempt starts at once, as for Retryable.
 	TTFTTimedOut
+	// Refused: the caller's own credential was refused (an auth or quota
+	// error of the key the call carries). No source may serve the call on
+	// another's credential: it ends at once, whatever else runs.
+	Refused
 )
 
 // Race is the decision core of one logical call: which attempt starts when,
@@ -295,10 +299,16 @@ func (r *Race) Fail(i int, now int64, class Class, err error) {
 		return
 	}
 	a.State = Failed
+	if class == Refused {
+		r.finish(i, err)
+		return
+	}
 	if class == Fatal {
-		// Before commit the request itself is wrong and no source will take
-		// it; after commit only the committed attempt's verdict matters.
-		if r.committed < 0 || r.committed == i || !r.running() {
+		// A 4xx is that source's refusal: a wrong request, or a model or
+		// key the source does not have (an alternate of another provider).
+		// No attempt starts on it; the call ends with it once no other
+		// attempt can still answer, or when the committed stream had it.
+		if r.committed == i || !r.running() {
 			r.finish(i, err)
 		}
 		return

@@ -145,13 +145,52 @@ func TestRaceRetryableErrorStartsNextAtOnce(t *testing.T) {
 func TestRaceFatalErrorEndsCall(t *testing.T) {
 	r := newRace(testPolicy(t), false)
 	r.Start(0)
-	r.Advance(100 * ms)
 	acts(r)
 	e400 := errors.New("400 bad request")
-	r.Fail(1, 120*ms, Fatal, e400)
+	r.Fail(0, 20*ms, Fatal, e400)
 	assert.True(t, r.done)
 	assert.Same(t, e400, r.err)
-	assert.Equal(t, []string{"-0"}, acts(r), "the other attempts are cancelled")
+	assert.Empty(t, acts(r), "no attempt starts on a 4xx")
+}
+
+// TestRaceFatalErrorOfOneSourceLeavesTheOthers: a hedge's 4xx (a model or
+// key its source does not have) ends only that attempt while the primary
+// may still answer; the call ends with the 4xx once none can.
+func TestRaceFatalErrorOfOneSourceLeavesTheOthers(t *testing.T) {
+	r := newRace(testPolicy(t), false)
+	r.Start(0)
+	r.Advance(100 * ms)
+	acts(r)
+	e404 := errors.New("404 model not found")
+	r.Fail(1, 120*ms, Fatal, e404)
+	assert.False(t, r.done, "the primary still runs")
+	assert.Empty(t, acts(r), "nothing cancelled, nothing started")
+	r.Content(0, 300*ms, true)
+	assert.Equal(t, 0, r.Committed())
+
+	r = newRace(testPolicy(t), false)
+	r.Start(0)
+	r.Advance(100 * ms)
+	acts(r)
+	r.Fail(1, 120*ms, Fatal, e404)
+	e400 := errors.New("400 bad request")
+	r.Fail(0, 150*ms, Fatal, e400)
+	assert.True(t, r.done)
+	assert.Same(t, e400, r.err, "the last refusal stands for the call")
+}
+
+// TestRaceRefusedCredentialEndsCall: a refused credential of the caller's
+// ends the call at once, the hedges running on other credentials too.
+func TestRaceRefusedCredentialEndsCall(t *testing.T) {
+	r := newRace(testPolicy(t), false)
+	r.Start(0)
+	r.Advance(100 * ms)
+	acts(r)
+	quota := errors.New("429 insufficient_quota")
+	r.Fail(0, 120*ms, Refused, quota)
+	assert.True(t, r.done)
+	assert.Same(t, quota, r.err)
+	assert.Equal(t, []string{"-1"}, acts(r), "the hedge is cancelled")
 }
 
 func TestRaceWatchdogIgnoresKeepalivesAndEndsStreamingCall(t *testing.T) {

@@ -162,11 +162,11 @@ func (s *Session) failureClass(rd *reader, status int) hedgecore.Class {
 		return classify(status)
 	}
 	if len(s.pol.alternates) == 0 {
-		return hedgecore.Fatal // the same credential would be refused again
+		return hedgecore.Refused // the same credential would be refused again
 	}
 	for i := range s.pol.alternates {
 		if !s.pol.alternates[i].ServeCredentialFailures {
-			return hedgecore.Fatal
+			return hedgecore.Refused
 		}
 	}
 	return hedgecore.Retryable
