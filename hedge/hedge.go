@@ -160,7 +160,7 @@ func (e *StallError) Timeout() bool { return true }
 // StatusError is an HTTP error answer of a source. 408 (request timeout),
 // 409 (conflict: OpenAI answers it for a lock timeout), 425 (too early),
 // 429 and 5xx are retryable (the next attempt starts at once); other 4xx
-// end the call.
+// start none and end the call once no other attempt runs.
 type StatusError struct {
 	Source     string
 	StatusCode int
