@@ -396,11 +396,12 @@ func (s *Session) read(ctx context.Context, i int, rd *reader, req *http.Request
 		_ = resp.Body.Close() // dropped while it waited
 		return
 	}
-	if ctx.Err() != nil {
-		rd.drop(s.Budget) // dropped or settled: nobody takes what it holds
-	}
 	if !s.send(ctx, e) {
-		_ = resp.Body.Close() // dropped: nobody takes the response
+		// Dropped or settled: nobody takes what it holds, nor the response.
+		// (An event sent while the call ends is the session's: it commits
+		// the attempt with every byte it held, or drops them.)
+		rd.drop(s.Budget)
+		_ = resp.Body.Close()
 	}
 }
 
