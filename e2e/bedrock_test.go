@@ -30,7 +30,6 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/streamstall/streamstall/internal/semconv"
 )
@@ -340,15 +339,7 @@ func TestBedrockSDKEndToEnd(t *testing.T) {
 					assert.Empty(t, seen.securityToken, "%s: the client's session token is dropped", name)
 				}
 
-				var sp ptrace.Span
-				eventually(t, 20*time.Second, name+": its span at the sink", func() error {
-					var ok bool
-					if sp, ok = sink.Span("chat " + op.model); !ok {
-						return errNotYet
-					}
-					return nil
-				})
-				attrs := sp.Attributes().AsRaw()
+				attrs := sinkSpanAttrs(t, sink, "chat "+op.model, name)
 				assert.Equal(t, "aws.bedrock", attrs[semconv.AttrProviderName], name)
 				assert.Equal(t, op.model, attrs[semconv.AttrRequestModel], name)
 				assert.Equal(t, true, attrs[semconv.AttrRequestStream], name)
@@ -357,13 +348,7 @@ func TestBedrockSDKEndToEnd(t *testing.T) {
 				assert.NotContains(t, attrs, semconv.AttrErrorType, name)
 				assert.Equal(t, float64(rec.Plan.BedrockLatencyMs()), attrs[semconv.AttrServerTotalMs], "%s: Bedrock's own latency", name)
 
-				offsets := rec.ChunkOffsetsMillis
-				require.Len(t, offsets, 6, name)
-				assert.EqualValues(t, 6, attrs[semconv.AttrChunkCount], name)
-				assert.EqualValues(t, 1, attrs[semconv.AttrStallCount], name)
-				assert.InDelta(t, offsets[3]-offsets[2], attrs[semconv.AttrStallMs], 25, name)
-				assert.InDelta(t, offsets[0], attrs[semconv.AttrTTFTMs], 25, name)
-				assert.InDelta(t, offsets[5]-offsets[0], attrs[semconv.AttrGenerationMs], 25, name)
+				assertScheduleFigures(t, attrs, rec, name)
 			}
 		})
 	}

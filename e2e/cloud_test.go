@@ -29,7 +29,6 @@ import (
 	openaioption "github.com/openai/openai-go/v3/option"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/collector/pdata/ptrace"
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/google"
 
@@ -179,28 +178,13 @@ func TestCloudSDKsEndToEnd(t *testing.T) {
 		assert.Equal(t, sent, tap.bytes(), "%s: the client read exactly what fakellm sent", c.name)
 		assert.Equal(t, rec.Text, text, c.name)
 
-		var sp ptrace.Span
-		eventually(t, 20*time.Second, c.name+": its span at the sink", func() error {
-			var ok bool
-			if sp, ok = sink.Span(c.span); !ok {
-				return errNotYet
-			}
-			return nil
-		})
-		attrs := sp.Attributes().AsRaw()
+		attrs := sinkSpanAttrs(t, sink, c.span, c.name)
 		assert.Equal(t, c.provider, attrs[semconv.AttrProviderName], c.name)
 		assert.Equal(t, c.model, attrs[semconv.AttrRequestModel], c.name)
 		assert.Equal(t, rec.ResponseID, attrs[semconv.AttrResponseID], c.name)
 		assert.EqualValues(t, rec.OutputTokens, attrs[semconv.AttrUsageOutputTokens], c.name)
 		assert.NotContains(t, attrs, semconv.AttrErrorType, c.name)
 
-		// The figures are fakellm's schedule as the proxy saw it.
-		offsets := rec.ChunkOffsetsMillis
-		require.Len(t, offsets, 6, c.name)
-		assert.EqualValues(t, 6, attrs[semconv.AttrChunkCount], c.name)
-		assert.EqualValues(t, 1, attrs[semconv.AttrStallCount], c.name)
-		assert.InDelta(t, offsets[3]-offsets[2], attrs[semconv.AttrStallMs], 25, c.name)
-		assert.InDelta(t, offsets[0], attrs[semconv.AttrTTFTMs], 25, c.name)
-		assert.InDelta(t, offsets[5]-offsets[0], attrs[semconv.AttrGenerationMs], 25, c.name)
+		assertScheduleFigures(t, attrs, rec, c.name)
 	}
 }

@@ -26,6 +26,7 @@ import (
 
 	"github.com/streamstall/streamstall/internal/semconv"
 	"github.com/streamstall/streamstall/internal/testbed/fakellm"
+	"github.com/streamstall/streamstall/internal/testbed/harness"
 )
 
 // The proxy alone before the stall processor, its spans at an OTLP sink.
@@ -159,29 +160,13 @@ func TestNativeSDKsEndToEnd(t *testing.T) {
 		assert.Equal(t, sent, tap.bytes(), "%s: the client read exactly what fakellm sent", c.name)
 		assert.Equal(t, rec.Text, text, c.name)
 
-		var sp ptrace.Span
-		eventually(t, 20*time.Second, c.name+": its span at the sink", func() error {
-			var ok bool
-			if sp, ok = sink.Span(c.span); !ok {
-				return errNotYet
-			}
-			return nil
-		})
-		attrs := sp.Attributes().AsRaw()
+		attrs := sinkSpanAttrs(t, sink, c.span, c.name)
 		assert.Equal(t, c.provider, attrs[semconv.AttrProviderName], c.name)
 		assert.Equal(t, rec.Model, attrs[semconv.AttrRequestModel], c.name)
 		assert.EqualValues(t, rec.OutputTokens, attrs[semconv.AttrUsageOutputTokens], c.name)
 		assert.NotContains(t, attrs, semconv.AttrErrorType, c.name)
 
-		// The figures are fakellm's schedule as the proxy saw it: every
-		// chunk, and the one stall, within a few ms of when fakellm flushed.
-		offsets := rec.ChunkOffsetsMillis
-		require.Len(t, offsets, 6, c.name)
-		assert.EqualValues(t, 6, attrs[semconv.AttrChunkCount], c.name)
-		assert.EqualValues(t, 1, attrs[semconv.AttrStallCount], c.name)
-		assert.InDelta(t, offsets[3]-offsets[2], attrs[semconv.AttrStallMs], 25, c.name)
-		assert.InDelta(t, offsets[0], attrs[semconv.AttrTTFTMs], 25, c.name)
-		assert.InDelta(t, offsets[5]-offsets[0], attrs[semconv.AttrGenerationMs], 25, c.name)
+		assertScheduleFigures(t, attrs, rec, c.name)
 		if c.provider == "ollama" {
 			// What Ollama reports of its own work is fakellm's plan, to the ns.
 			total, load, promptEval, eval := rec.Plan.ServerTimings()
@@ -213,4 +198,33 @@ func geminiText(ctx context.Context, t *testing.T, hc *http.Client, proxy string
 		text.WriteString(resp.Text())
 	}
 	return text.String()
+}
+
+// sinkSpanAttrs waits for the span named span at the sink and returns its
+// attributes.
+func sinkSpanAttrs(t *testing.T, sink *harness.Sink, span, what string) map[string]any {
+	t.Helper()
+	var sp ptrace.Span
+	eventually(t, 20*time.Second, what+": its span at the sink", func() error {
+		var ok bool
+		if sp, ok = sink.Span(span); !ok {
+			return errNotYet
+		}
+		return nil
+	})
+	return sp.Attributes().AsRaw()
+}
+
+// assertScheduleFigures: the span's figures are fakellm's schedule of six
+// chunks and one stall as the proxy saw it, every one within 25 ms of when
+// fakellm flushed.
+func assertScheduleFigures(t *testing.T, attrs map[string]any, rec fakellm.Request, what string) {
+	t.Helper()
+	offsets := rec.ChunkOffsetsMillis
+	require.Len(t, offsets, 6, what)
+	assert.EqualValues(t, 6, attrs[semconv.AttrChunkCount], what)
+	assert.EqualValues(t, 1, attrs[semconv.AttrStallCount], what)
+	assert.InDelta(t, offsets[3]-offsets[2], attrs[semconv.AttrStallMs], 25, what)
+	assert.InDelta(t, offsets[0], attrs[semconv.AttrTTFTMs], 25, what)
+	assert.InDelta(t, offsets[5]-offsets[0], attrs[semconv.AttrGenerationMs], 25, what)
 }
