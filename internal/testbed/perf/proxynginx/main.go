@@ -65,6 +65,7 @@ func main() {
 	flag.Float64Var(&o.gapMillis, "gap", 25, "mean gap between chunks of one stream, ms (jittered uniformly in [gap/2, 3gap/2])")
 	flag.IntVar(&o.rounds, "rounds", 7, "rounds; every path runs once per round")
 	flag.IntVar(&o.nginxWorkers, "nginx-workers", 0, "nginx worker processes; 0: one per CPU (Debian's worker_processes auto)")
+	flag.BoolVar(&o.syscalls, "syscalls", false, "then one more round under strace -c: each proxy's system calls per chunk (Debian's strace package)")
 	flag.Parse()
 	if err := run(o); err != nil {
 		log.Fatal(err)
@@ -76,6 +77,7 @@ type options struct {
 	streams, chunks, rounds int
 	gapMillis               float64
 	nginxWorkers            int
+	syscalls                bool
 }
 
 // path is one way from the clients to fakellm.
@@ -165,6 +167,13 @@ func run(o options) error {
 		}
 	}
 	report(os.Stdout, o, paths, stolenShare(steal0, wall0))
+	if o.syscalls {
+		counts, err := countSyscalls(ctx, dir, upstream, paths, scripts)
+		if err != nil {
+			return err
+		}
+		reportSyscalls(os.Stdout, counts)
+	}
 	return nil
 }
 
