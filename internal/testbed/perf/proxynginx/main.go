@@ -595,15 +595,9 @@ func processCPU(p *os.Process) time.Duration {
 		return 0
 	}
 	total, _ := statCPU(p.Pid)
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == p.Pid {
-			continue
-		}
-		if cpu, ppid := statCPU(pid); ppid == p.Pid {
-			total += cpu
-		}
+	for _, pid := range childPids(p.Pid) {
+		cpu, _ := statCPU(pid)
+		total += cpu
 	}
 	return total
 }
