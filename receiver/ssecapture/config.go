@@ -76,6 +76,12 @@ type ProxyConfig struct {
 	// to end on their own; streams still open then are ended, and their
 	// spans are exported with error.type=shutdown. Zero ends them at once.
 	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout"`
+	// SendTimeout bounds how long one write of a response may wait for the
+	// client to accept a byte (nginx's send_timeout): past it the response
+	// and its upstream request are ended (error.type=send_timeout). A
+	// stream may stall for any time; only a client that stops reading is
+	// cut. Zero leaves writes unbounded.
+	SendTimeout time.Duration `mapstructure:"send_timeout"`
 	// Guard acts on streaming calls: hedging and failover before their
 	// first content chunk, a stall watchdog after it. Off when absent.
 	Guard configoptional.Optional[GuardConfig] `mapstructure:"guard"`
@@ -160,6 +166,7 @@ var (
 	errAuthHeaderWithoutAuth   = errors.New("proxy: auth_header is set but auth is not")
 	errAuthHeaderInvalid       = errors.New("proxy: auth_header is not a valid header name")
 	errNegativeShutdownTimeout = errors.New("proxy: shutdown_timeout must not be negative")
+	errNegativeSendTimeout     = errors.New("proxy: send_timeout must not be negative")
 	errNegativeClockSkew       = errors.New("ingest: max_clock_skew must not be negative")
 )
 
@@ -209,6 +216,9 @@ func (p *ProxyConfig) validate() error {
 	}
 	if p.ShutdownTimeout < 0 {
 		errs = append(errs, errNegativeShutdownTimeout)
+	}
+	if p.SendTimeout < 0 {
+		errs = append(errs, errNegativeSendTimeout)
 	}
 	switch {
 	case p.Auth.HasValue() && p.AuthHeader == "":

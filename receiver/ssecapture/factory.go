@@ -78,6 +78,8 @@ const (
 	defaultShutdownTimeout = 20 * time.Second
 	// The proxy package says why (128 MiB).
 	defaultMaxDecodedResponseBytes = proxy.DefaultMaxDecodedResponseBytes
+	// nginx's send_timeout (60 s).
+	defaultSendTimeout = proxy.DefaultSendTimeout
 )
 
 // NewFactory returns the factory of the sse_capture receiver.
@@ -116,6 +118,7 @@ func createDefaultConfig() component.Config {
 			MaxAttributeValueLength: defaultProxyMaxValueLength,
 			MaxDecodedResponseBytes: defaultMaxDecodedResponseBytes,
 			ShutdownTimeout:         defaultShutdownTimeout,
+			SendTimeout:             defaultSendTimeout,
 			Guard:                   configoptional.Default(defaultGuardConfig()),
 		}),
 		Ingest: configoptional.Default(IngestConfig{

@@ -47,6 +47,10 @@ const (
 	// errTypeShutdown: the stream was still open when the receiver's
 	// shutdown_timeout ran out; the proxy ended it.
 	errTypeShutdown = "shutdown"
+	// errTypeSendTimeout: the client accepted no byte of the response for
+	// the proxy's send_timeout; the proxy ended it, and the upstream
+	// request with it.
+	errTypeSendTimeout = "send_timeout"
 )
 
 // MaxHedgeAttributes bounds the llm.hedge.* baggage entries recorded per
@@ -114,6 +118,7 @@ type call struct {
 	terminal      bool // a done or error frame, or a whole JSON body, arrived
 	eof           bool
 	readErr       error
+	send          *sendDeadline // nil without a send_timeout
 	errType       string
 	parseErr      error
 	oversized     int64 // stream frames skipped for their size
@@ -326,6 +331,8 @@ func (c *call) outcome() string {
 		return ""
 	case c.d.stopping.Err() != nil:
 		return errTypeShutdown
+	case c.send != nil && c.send.timedOut:
+		return errTypeSendTimeout
 	case c.ctx.Err() != nil, errors.Is(c.readErr, context.Canceled), c.readErr == nil && !c.eof:
 		// Without a read error or an end of body, the copy stopped on the
 		// client's side.

@@ -74,6 +74,9 @@ type Settings struct {
 	FrameBufferBytes int64
 	// Guard, when set, guards streaming calls (see package guard).
 	Guard *guard.Guard
+	// SendTimeout bounds each write to a client (sendDeadline); zero
+	// leaves writes unbounded.
+	SendTimeout time.Duration
 
 	Clock     clockwork.Clock
 	Logger    *zap.Logger
@@ -91,6 +94,7 @@ type Proxy struct {
 	prefix         string // the upstream's path, cleaned: "/" or "/openai"
 	authHeader     string
 	maxRequestBody int64
+	sendTimeout    time.Duration
 	calls          *callDeps
 	guard          *guard.Guard
 	logger         *zap.Logger
@@ -112,6 +116,7 @@ func New(set Settings) (*Proxy, error) {
 		prefix:         path.Clean("/" + set.Upstream.Path),
 		authHeader:     set.AuthHeader,
 		maxRequestBody: set.MaxRequestBody,
+		sendTimeout:    set.SendTimeout,
 		guard:          set.Guard,
 		logger:         set.Logger,
 	}
@@ -230,6 +235,13 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	var send *sendDeadline
+	if p.sendTimeout > 0 {
+		send = newSendDeadline(w, p.sendTimeout, time.Now) // a connection deadline is wall-clock time
+		defer send.finish()
+		w = send
+	}
+
 	ep := llmstream.ParseEndpoint(r.URL.Path).OnHost(p.upstream.Hostname())
 	if ep.Shape == llmstream.ShapeUnknown || r.Method != http.MethodPost {
 		// Not an LLM call we understand (model lists, files...): forwarded
@@ -239,6 +251,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	c := newCall(p.calls, r, ep, body)
+	c.send = send
 	if p.guard != nil && c.req.Stream && guardable(ep.Shape) {
 		c.startGuard(p.guard, r, body)
 		// Every upstream the call may go to holds its prefix, checked
