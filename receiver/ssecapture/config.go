@@ -82,6 +82,11 @@ type ProxyConfig struct {
 	// stream may stall for any time; only a client that stops reading is
 	// cut. Zero leaves writes unbounded.
 	SendTimeout time.Duration `mapstructure:"send_timeout"`
+	// MaxConcurrentRequests bounds the requests the proxy serves at once
+	// (streams and all): past it a request gets 503 with Retry-After and
+	// is not forwarded, so that a burst cannot hold more open streams
+	// than the collector's memory allows. Zero: no bound.
+	MaxConcurrentRequests int `mapstructure:"max_concurrent_requests"`
 	// Guard acts on streaming calls: hedging and failover before their
 	// first content chunk, a stall watchdog after it. Off when absent.
 	Guard configoptional.Optional[GuardConfig] `mapstructure:"guard"`
@@ -167,6 +172,7 @@ var (
 	errAuthHeaderInvalid       = errors.New("proxy: auth_header is not a valid header name")
 	errNegativeShutdownTimeout = errors.New("proxy: shutdown_timeout must not be negative")
 	errNegativeSendTimeout     = errors.New("proxy: send_timeout must not be negative")
+	errNegativeMaxConcurrent   = errors.New("proxy: max_concurrent_requests must not be negative")
 	errNegativeClockSkew       = errors.New("ingest: max_clock_skew must not be negative")
 )
 
@@ -219,6 +225,9 @@ func (p *ProxyConfig) validate() error {
 	}
 	if p.SendTimeout < 0 {
 		errs = append(errs, errNegativeSendTimeout)
+	}
+	if p.MaxConcurrentRequests < 0 {
+		errs = append(errs, errNegativeMaxConcurrent)
 	}
 	switch {
 	case p.Auth.HasValue() && p.AuthHeader == "":

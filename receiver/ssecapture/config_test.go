@@ -147,6 +147,7 @@ func TestLoadConfigProxyBounds(t *testing.T) {
 	assert.Equal(t, 20*time.Second, p.ShutdownTimeout, "under Kubernetes' 30 s grace period")
 	assert.Equal(t, int64(128<<20), p.MaxDecodedResponseBytes)
 	assert.Equal(t, time.Minute, p.SendTimeout, "nginx's send_timeout")
+	assert.Equal(t, 10000, p.MaxConcurrentRequests)
 	assert.Empty(t, p.AuthHeader)
 
 	cfg, err = loadConfig(t, "proxy_bounds")
@@ -155,6 +156,7 @@ func TestLoadConfigProxyBounds(t *testing.T) {
 	assert.Equal(t, 1024, p.MaxAttributeValueLength)
 	assert.Equal(t, 5*time.Second, p.ShutdownTimeout)
 	assert.Equal(t, 2*time.Minute, p.SendTimeout)
+	assert.Equal(t, 500, p.MaxConcurrentRequests)
 	assert.Equal(t, int64(1<<20), p.MaxDecodedResponseBytes)
 
 	_, err = loadConfig(t, "bad_proxy_bounds")
@@ -163,6 +165,7 @@ func TestLoadConfigProxyBounds(t *testing.T) {
 	assert.ErrorContains(t, err, "proxy: max_decoded_response_bytes must be positive")
 	require.ErrorIs(t, err, errNegativeShutdownTimeout)
 	require.ErrorIs(t, err, errNegativeSendTimeout)
+	require.ErrorIs(t, err, errNegativeMaxConcurrent)
 }
 
 // TestExampleWithAuth: the proxy section of the auth example is valid and

@@ -80,6 +80,11 @@ const (
 	defaultMaxDecodedResponseBytes = proxy.DefaultMaxDecodedResponseBytes
 	// nginx's send_timeout (60 s).
 	defaultSendTimeout = proxy.DefaultSendTimeout
+	// An open stream holds about 75 KiB of the proxy's memory before its
+	// chunk events (goroutines, connection buffers, the tee;
+	// TestOpenStreamMemory): 10,000 of them about 750 MiB, within what a
+	// collector pod is commonly given.
+	defaultMaxConcurrentRequests = 10000
 )
 
 // NewFactory returns the factory of the sse_capture receiver.
@@ -119,6 +124,7 @@ func createDefaultConfig() component.Config {
 			MaxDecodedResponseBytes: defaultMaxDecodedResponseBytes,
 			ShutdownTimeout:         defaultShutdownTimeout,
 			SendTimeout:             defaultSendTimeout,
+			MaxConcurrentRequests:   defaultMaxConcurrentRequests,
 			Guard:                   configoptional.Default(defaultGuardConfig()),
 		}),
 		Ingest: configoptional.Default(IngestConfig{

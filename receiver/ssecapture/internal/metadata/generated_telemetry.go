@@ -30,6 +30,7 @@ type TelemetryBuilder struct {
 	ReceiverSseCaptureHedgesRefused   metric.Int64Counter
 	ReceiverSseCaptureHedgesStarted   metric.Int64Counter
 	ReceiverSseCaptureHedgesWon       metric.Int64Counter
+	ReceiverSseCaptureRequestsShed    metric.Int64Counter
 	ReceiverSseCaptureSpansDropped    metric.Int64Counter
 	ReceiverSseCaptureStreamsCaptured metric.Int64Counter
 }
@@ -85,6 +86,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_receiver_sse_capture_hedges.won",
 		metric.WithDescription("Number of guarded calls whose client got an attempt other than the first [Development]"),
 		metric.WithUnit("{call}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverSseCaptureRequestsShed, err = builder.meter.Int64Counter(
+		"otelcol_receiver_sse_capture_requests.shed",
+		metric.WithDescription("Number of proxy requests answered 503 without being forwarded because max_concurrent_requests were in flight [Development]"),
+		metric.WithUnit("{request}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ReceiverSseCaptureSpansDropped, err = builder.meter.Int64Counter(

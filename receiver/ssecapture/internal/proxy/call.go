@@ -51,6 +51,9 @@ const (
 	// the proxy's send_timeout; the proxy ended it, and the upstream
 	// request with it.
 	errTypeSendTimeout = "send_timeout"
+	// errTypeOverloaded: the error type of the 503 a request gets when
+	// the proxy has max_concurrent_requests in flight (no span is made).
+	errTypeOverloaded = "overloaded"
 )
 
 // MaxHedgeAttributes bounds the llm.hedge.* baggage entries recorded per

@@ -77,6 +77,9 @@ type Settings struct {
 	// SendTimeout bounds each write to a client (sendDeadline); zero
 	// leaves writes unbounded.
 	SendTimeout time.Duration
+	// MaxConcurrentRequests bounds the requests being proxied at once;
+	// past it a request is answered 503 and not forwarded. Zero: no bound.
+	MaxConcurrentRequests int64
 
 	Clock     clockwork.Clock
 	Logger    *zap.Logger
@@ -95,6 +98,7 @@ type Proxy struct {
 	authHeader     string
 	maxRequestBody int64
 	sendTimeout    time.Duration
+	maxConcurrent  int64
 	calls          *callDeps
 	guard          *guard.Guard
 	logger         *zap.Logger
@@ -117,6 +121,7 @@ func New(set Settings) (*Proxy, error) {
 		authHeader:     set.AuthHeader,
 		maxRequestBody: set.MaxRequestBody,
 		sendTimeout:    set.SendTimeout,
+		maxConcurrent:  set.MaxConcurrentRequests,
 		guard:          set.Guard,
 		logger:         set.Logger,
 	}
@@ -202,8 +207,18 @@ func (p *Proxy) stopped() bool { return p.stopCtx.Err() != nil }
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.inflight.Add(1)
 	defer p.inflight.Done()
-	p.active.Add(1)
+	active := p.active.Add(1)
 	defer p.active.Add(-1)
+	if p.maxConcurrent > 0 && active > p.maxConcurrent {
+		// Shed before anything is read or sent upstream: a burst past the
+		// bound costs a 503 each, not the memory of open streams. The SDKs
+		// retry a 503 with backoff, after Retry-After when it is given.
+		p.calls.telemetry.ReceiverSseCaptureRequestsShed.Add(r.Context(), 1)
+		w.Header().Set("Retry-After", "1")
+		writeJSONError(w, http.StatusServiceUnavailable, errTypeOverloaded,
+			fmt.Sprintf("the proxy has %d requests in flight (max_concurrent_requests)", p.maxConcurrent))
+		return
+	}
 
 	// The request, and the upstream request made from it, also end when
 	// the streams in flight are stopped at shutdown.

@@ -1,0 +1,131 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package ssecapture
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
+
+	"github.com/streamstall/streamstall/internal/testbed/fakellm"
+	"github.com/streamstall/streamstall/receiver/ssecapture/internal/metadatatest"
+)
+
+// openStreams starts n streams through base that stall after their first
+// chunks, and returns once each client has its first chunk; release lets
+// them end.
+func openStreams(t *testing.T, base string, n int) (release func()) {
+	t.Helper()
+	hdr := scriptHeader(t, fakellm.Script{TTFTMillis: 5, GapsMillis: []float64{5, 1500}})
+	client := testClient(t)
+	var wg sync.WaitGroup
+	started := make(chan error, n)
+	bodies := make(chan io.ReadCloser, n)
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, err := http.NewRequestWithContext(testContext(t), http.MethodPost, base+shapes[0].path, strings.NewReader(shapes[0].body))
+			if err != nil {
+				started <- err
+				return
+			}
+			req.Header.Set("Content-Type", "application/json")
+			for k, v := range hdr {
+				req.Header[k] = v
+			}
+			resp, err := client.Do(req)
+			if err != nil {
+				started <- err
+				return
+			}
+			_, err = bufio.NewReader(resp.Body).ReadString('\n') // the first chunk's line
+			bodies <- resp.Body
+			started <- err
+		}()
+	}
+	for range n {
+		require.NoError(t, <-started)
+	}
+	return func() {
+		wg.Wait()
+		close(bodies)
+		for b := range bodies {
+			_, _ = io.Copy(io.Discard, b)
+			_ = b.Close()
+		}
+	}
+}
+
+// TestMaxConcurrentRequestsSheds: past max_concurrent_requests a request
+// is answered 503 with Retry-After and a JSON error, is not forwarded and
+// makes no span; the shed requests are counted; once the streams in flight
+// end, requests are served again.
+func TestMaxConcurrentRequestsSheds(t *testing.T) {
+	f := newFixture(t, nil, withProxy(func(p *ProxyConfig) { p.MaxConcurrentRequests = 2 }))
+	release := openStreams(t, f.proxyURL, 2)
+	forwarded := f.log.count()
+
+	resp, body := post(t, testClient(t), f.proxyURL+shapes[0].path, shapes[0].body, nil)
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	assert.Equal(t, "1", resp.Header.Get("Retry-After"))
+	var e struct {
+		Error struct{ Type, Message string } `json:"error"`
+	}
+	require.NoError(t, json.Unmarshal(body, &e), "%s", body)
+	assert.Equal(t, "overloaded", e.Error.Type)
+	assert.Contains(t, e.Error.Message, "max_concurrent_requests")
+	assert.Equal(t, forwarded, f.log.count(), "a shed request is not forwarded")
+	metadatatest.AssertEqualReceiverSseCaptureRequestsShed(t, f.tel, []metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp(), metricdatatest.IgnoreExemplars())
+
+	release()
+	assert.Len(t, f.spans(t, 2), 2, "the two streams in flight, and no span for the shed request")
+	require.Eventually(t, func() bool { return f.rcv.proxy.InFlight() == 0 }, 5*time.Second, time.Millisecond)
+	resp, body = post(t, testClient(t), f.proxyURL+shapes[0].path, shapes[0].body, nil)
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, f.fake.Sent(2), body)
+}
+
+// TestOpenStreamMemory reports what an open stream holds of the proxy's
+// memory (the heap and goroutine stacks of the whole test process with the
+// streams held open through the proxy, minus the same streams held open
+// directly against fakellm): the figure behind max_concurrent_requests'
+// default. Its bound is loose; the figure is in the log (-v).
+func TestOpenStreamMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("opens 2 x 500 streams")
+	}
+	const n = 500
+	f := newFixture(t, nil)
+	held := func(base string) float64 {
+		var ms runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		before := ms.HeapInuse + ms.StackInuse
+		release := openStreams(t, base, n)
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		after := ms.HeapInuse + ms.StackInuse
+		release()
+		return (float64(after) - float64(before)) / n
+	}
+	direct := held(f.upstream.URL)
+	proxied := held(f.proxyURL)
+	perStream := (proxied - direct) / 1024
+	t.Logf("an open stream holds %.0f KiB of the proxy's heap and stacks (%.0f KiB proxied, %.0f KiB direct, per stream)",
+		perStream, proxied/1024, direct/1024)
+	assert.Less(t, perStream, 256.0, "defaultMaxConcurrentRequests assumes about 100 KiB an open stream")
+}
