@@ -289,6 +289,13 @@ service:
 		}
 		return nil
 	})
+	eventually(t, 10*time.Second, "no request in flight", func() error {
+		scrape := scrapeSelf(t, metrics)
+		if n, ok := selfMetric(scrape, "otelcol_receiver_sse_capture_requests_in_flight"); !ok || n != 0 {
+			return fmt.Errorf("requests in flight %v (in the scrape: %v):\n%s%w", n, ok, sseCaptureLines(scrape), errNotYet)
+		}
+		return nil
+	})
 	held := streams - int(dropped)
 	t.Logf("%v of %d spans dropped past queue_bytes %d; %d held", dropped, streams, blackHoleQueueBytes, held)
 	refused, _ := selfMetric(scrapeSelf(t, metrics), "otelcol_receiver_refused_spans", `receiver="sse_capture"`)

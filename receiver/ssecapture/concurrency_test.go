@@ -71,8 +71,8 @@ func openStreams(t *testing.T, base string, n int) (release func()) {
 
 // TestMaxConcurrentRequestsSheds: past max_concurrent_requests a request
 // is answered 503 with Retry-After and a JSON error, is not forwarded and
-// makes no span; the shed requests are counted; once the streams in flight
-// end, requests are served again.
+// makes no span; the shed requests are counted and the requests in flight
+// gauged; once the streams in flight end, requests are served again.
 func TestMaxConcurrentRequestsSheds(t *testing.T) {
 	f := newFixture(t, nil, withProxy(func(p *ProxyConfig) { p.MaxConcurrentRequests = 2 }))
 	release := openStreams(t, f.proxyURL, 2)
@@ -90,10 +90,14 @@ func TestMaxConcurrentRequestsSheds(t *testing.T) {
 	assert.Equal(t, forwarded, f.log.count(), "a shed request is not forwarded")
 	metadatatest.AssertEqualReceiverSseCaptureRequestsShed(t, f.tel, []metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp(), metricdatatest.IgnoreExemplars())
+	metadatatest.AssertEqualReceiverSseCaptureRequestsInFlight(t, f.tel, []metricdata.DataPoint[int64]{{Value: 2}},
+		metricdatatest.IgnoreTimestamp(), metricdatatest.IgnoreExemplars())
 
 	release()
 	assert.Len(t, f.spans(t, 2), 2, "the two streams in flight, and no span for the shed request")
 	require.Eventually(t, func() bool { return f.rcv.proxy.InFlight() == 0 }, 5*time.Second, time.Millisecond)
+	metadatatest.AssertEqualReceiverSseCaptureRequestsInFlight(t, f.tel, []metricdata.DataPoint[int64]{{Value: 0}},
+		metricdatatest.IgnoreTimestamp(), metricdatatest.IgnoreExemplars())
 	resp, body = post(t, testClient(t), f.proxyURL+shapes[0].path, shapes[0].body, nil)
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 	assert.Equal(t, f.fake.Sent(2), body)

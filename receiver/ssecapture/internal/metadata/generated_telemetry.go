@@ -23,16 +23,17 @@ func Tracer(settings component.TelemetrySettings) trace.Tracer {
 // TelemetryBuilder provides an interface for components to report telemetry
 // as defined in metadata and user config.
 type TelemetryBuilder struct {
-	meter                             metric.Meter
-	mu                                sync.Mutex
-	registrations                     []metric.Registration
-	ReceiverSseCaptureChunksCaptured  metric.Int64Counter
-	ReceiverSseCaptureHedgesRefused   metric.Int64Counter
-	ReceiverSseCaptureHedgesStarted   metric.Int64Counter
-	ReceiverSseCaptureHedgesWon       metric.Int64Counter
-	ReceiverSseCaptureRequestsShed    metric.Int64Counter
-	ReceiverSseCaptureSpansDropped    metric.Int64Counter
-	ReceiverSseCaptureStreamsCaptured metric.Int64Counter
+	meter                              metric.Meter
+	mu                                 sync.Mutex
+	registrations                      []metric.Registration
+	ReceiverSseCaptureChunksCaptured   metric.Int64Counter
+	ReceiverSseCaptureHedgesRefused    metric.Int64Counter
+	ReceiverSseCaptureHedgesStarted    metric.Int64Counter
+	ReceiverSseCaptureHedgesWon        metric.Int64Counter
+	ReceiverSseCaptureRequestsInFlight metric.Int64UpDownCounter
+	ReceiverSseCaptureRequestsShed     metric.Int64Counter
+	ReceiverSseCaptureSpansDropped     metric.Int64Counter
+	ReceiverSseCaptureStreamsCaptured  metric.Int64Counter
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -86,6 +87,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_receiver_sse_capture_hedges.won",
 		metric.WithDescription("Number of guarded calls whose client got an attempt other than the first [Development]"),
 		metric.WithUnit("{call}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverSseCaptureRequestsInFlight, err = builder.meter.Int64UpDownCounter(
+		"otelcol_receiver_sse_capture_requests.in_flight",
+		metric.WithDescription("Number of requests the proxy is serving now, streams and all (bounded by max_concurrent_requests) [Development]"),
+		metric.WithUnit("{request}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ReceiverSseCaptureRequestsShed, err = builder.meter.Int64Counter(

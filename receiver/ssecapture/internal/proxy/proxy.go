@@ -219,6 +219,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("the proxy has %d requests in flight (max_concurrent_requests)", p.maxConcurrent))
 		return
 	}
+	p.calls.telemetry.ReceiverSseCaptureRequestsInFlight.Add(r.Context(), 1)
+	defer p.calls.telemetry.ReceiverSseCaptureRequestsInFlight.Add(context.Background(), -1)
 
 	// The request, and the upstream request made from it, also end when
 	// the streams in flight are stopped at shutdown.
