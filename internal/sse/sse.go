@@ -376,7 +376,9 @@ func (p *Parser) processLine(line []byte, end int64, inPartial bool) dispatch {
 
 func (p *Parser) dispatch(end int64) dispatch {
 	if len(p.data) == 0 {
-		p.evType = p.evType[:0]
+		// Nothing to dispatch, but a dispatch point all the same: a retry
+		// field before it belongs to no later event.
+		p.evType, p.retried = p.evType[:0], false
 		return dispatchNone
 	}
 	retry := int64(-1)
