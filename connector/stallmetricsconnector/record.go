@@ -96,13 +96,14 @@ func (c *stallMetrics) recordSpan(res pcommon.Map, span ptrace.Span) {
 // logged at debug level.
 //
 // A span that the stall processor of this collector sealed (figures.Sealer)
-// is read the cheap way: the times of its chunk events alone, which the
-// seal then verifies; the processor judged them, and Check runs on the
-// figures as on any span. A span without a seal that verifies (from
-// elsewhere, or changed since) has its stall events and chunk events read
-// and judged in full.
+// is not read again: its evidence, as the processor judged it, is taken
+// from the hand-off (figures.Handoff), or, when the hand-off has none that
+// matches the span, read the cheap way: the times of its chunk events
+// alone, which the seal then verifies. Check runs on the figures as on any
+// span. A span without a seal that verifies (from elsewhere, or changed
+// since) has its stall events and chunk events read and judged in full.
 func (c *stallMetrics) judge(span ptrace.Span, fig *figures.Reported) bool {
-	if fig.Sealed() && c.chunks.ReadSealed(span, &c.evidence, fig, c.sealer) {
+	if fig.Sealed() && (c.handoff.Take(span, fig, c.chunks, &c.evidence) || c.chunks.ReadSealed(span, &c.evidence, fig, c.sealer)) {
 		if err := c.chunks.CheckFigures(fig); err == nil {
 			return true
 		}

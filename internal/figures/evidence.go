@@ -9,6 +9,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -87,11 +88,15 @@ func (c *ChunkEventsConfig) Check() []error {
 type ChunkReader struct {
 	names       nameSet
 	maxDuration int64
+	// selection is the set of names, sorted and joined: two readers with
+	// the same selection take the same events for chunks.
+	selection string
 }
 
 // NewChunkReader returns the reader of a checked configuration.
 func NewChunkReader(cfg ChunkEventsConfig) *ChunkReader {
-	return &ChunkReader{names: newNameSet(cfg.Names), maxDuration: cfg.MaxDuration.Nanoseconds()}
+	names := slices.Compact(slices.Sorted(slices.Values(cfg.Names)))
+	return &ChunkReader{names: newNameSet(cfg.Names), maxDuration: cfg.MaxDuration.Nanoseconds(), selection: strings.Join(names, "\x00")}
 }
 
 // IsChunk reports whether an event of this name is a chunk event. Callers
@@ -107,13 +112,21 @@ func (r *ChunkReader) MaxDuration() time.Duration { return time.Duration(r.maxDu
 // implausible: it has no chunk evidence.
 func (r *ChunkReader) Read(span ptrace.Span, c *Chunks) error {
 	c.Reset()
-	for _, ev := range span.Events().All() {
+	for i, ev := range span.Events().All() {
 		if name := ev.Name(); r.names.contains(name) {
+			n := len(c.Times)
 			c.Add(ev)
+			if len(c.Times) > n {
+				if n == 0 {
+					c.firstEvent = i
+				}
+				c.lastEvent = i
+			}
 		} else if name == semconv.EventStall {
 			c.StallEvents = true
 		}
 	}
+	c.inOrder = !c.unsorted
 	return r.Judge(span, c)
 }
 
@@ -227,6 +240,11 @@ type Chunks struct {
 	skip   int
 	// cut is the silence a stall cut ended the stream in, 0 when none.
 	cut int64
+	// inOrder is set by Read when the chunk events came in time order:
+	// firstEvent and lastEvent are then the event indexes of the first and
+	// last chunk time, which a Handoff checks the span against.
+	inOrder               bool
+	firstEvent, lastEvent int
 }
 
 type elidedRun struct{ elided, reasoning int64 }

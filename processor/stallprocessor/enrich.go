@@ -58,17 +58,18 @@ func (p *stallProcessor) enrich(ctx context.Context, s *scratch, rs ptrace.Resou
 		})
 	}
 	p.writeStallEvents(events, f.Stalls, f.Cut > 0)
+	tally.enriched++
+	tally.stalls += int64(f.StallCount)
+	first = c.First()
 	if p.conditions.chunkEvent == nil && !p.dropChunks && c.Elided == 0 {
 		// The chunk events stay, selected by name alone: a connector of
-		// this collector may read their times without judging them again.
-		p.seal(s, span)
+		// this collector may take what was judged from the hand-off, or
+		// read their times without judging them again.
+		p.handoff.Put(span, p.seal(s, span), p.chunks, c)
 	} else {
 		attrs.Remove(semconv.AttrFiguresSeal)
 	}
-
-	tally.enriched++
-	tally.stalls += int64(f.StallCount)
-	return c.First(), true, nil
+	return first, true, nil
 }
 
 // checkCarried judges the figures of a span without chunk evidence: a
@@ -244,10 +245,13 @@ func (p *stallProcessor) writeStallEvents(events ptrace.SpanEventSlice, stalls [
 	}
 }
 
-// seal writes the seal of the evidence in s.chunks (figures.Sealer).
-func (p *stallProcessor) seal(s *scratch, span ptrace.Span) {
+// seal writes the seal of the evidence in s.chunks (figures.Sealer) and
+// returns it, valid until the sealer's next use.
+func (p *stallProcessor) seal(s *scratch, span ptrace.Span) []byte {
 	if s.sealer == nil {
 		s.sealer = figures.NewSealer()
 	}
-	span.Attributes().PutEmptyBytes(semconv.AttrFiguresSeal).FromRaw(s.sealer.Seal(span, &s.chunks))
+	seal := s.sealer.Seal(span, &s.chunks)
+	span.Attributes().PutEmptyBytes(semconv.AttrFiguresSeal).FromRaw(seal)
+	return seal
 }
