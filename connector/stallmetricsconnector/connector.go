@@ -47,7 +47,9 @@ type stallMetrics struct {
 	// delta points (the previous flush).
 	start, intervalStart pcommon.Timestamp
 	// Scratch reused across spans, guarded by mu.
-	attrs    []aggregate.Attribute
+	attrs []aggregate.Attribute
+	// dimsKey is the encoding of a call's dimensions (aggregate.AppendKey).
+	dimsKey  []byte
 	evidence figures.Chunks
 	sealer   *figures.Sealer
 	stalls   []figures.Stall

@@ -222,10 +222,18 @@ func TestResetReturnsToTheLayoutScale(t *testing.T) {
 
 // RecordAll leaves the histogram Record one by one leaves: the same scale,
 // buckets, zero count, count, sum, min and max, across downscales and tiny
-// values, onto an empty histogram or a filled one.
+// values, onto an empty histogram or a filled one, with the buckets of a
+// batch counted before they are stored or, past their counting range (many
+// buckets), stored one by one.
 func TestRecordAllIsRecordOneByOne(t *testing.T) {
-	layout, err := NewLayout(6, 160)
-	require.NoError(t, err)
+	for _, maxBuckets := range []int{160, 4096} {
+		layout, err := NewLayout(6, maxBuckets)
+		require.NoError(t, err)
+		recordAllIsRecordOneByOne(t, layout)
+	}
+}
+
+func recordAllIsRecordOneByOne(t *testing.T, layout *Layout) {
 	r := rand.New(rand.NewPCG(5, 6))
 	batch := func(n int, spread float64) []float64 {
 		vs := make([]float64, n)
