@@ -22,6 +22,7 @@ import (
 	"go.opentelemetry.io/collector/processor/processortest"
 
 	"github.com/streamstall/streamstall/internal/exphist"
+	"github.com/streamstall/streamstall/internal/figures"
 	"github.com/streamstall/streamstall/internal/semconv"
 	"github.com/streamstall/streamstall/processor/stallprocessor"
 )
@@ -287,4 +288,63 @@ func BenchmarkPipelineVsReceive(b *testing.B) {
 			b.ReportMetric(float64(timeB)/float64(timeA), "ratio")
 		})
 	}
+}
+
+// BenchmarkConnectorHandoffVsReadSealed is what the connector costs per
+// span right after the stall processor, with the evidence the processor
+// handed off (the connector of this process, started) against reading
+// each sealed span's chunk times again (a connector whose hand-off never
+// holds an entry), alternating in every iteration on spans of the same
+// body just processed; the processor is not timed.
+func BenchmarkConnectorHandoffVsReadSealed(b *testing.B) {
+	body := pipelineInput(b)
+	ctx := context.Background()
+	newConnector := func() *stallMetrics {
+		c, err := newStallMetrics(connectorSettings(), defaultConfig(), consumertest.NewNop(), clockwork.NewFakeClock())
+		if err != nil {
+			b.Fatal(err)
+		}
+		return c
+	}
+	taking, reading := newConnector(), newConnector()
+	reading.handoff = figures.NewHandoff(figures.DefaultHandoffEntries, figures.DefaultHandoffBytes)
+	if err := taking.Start(ctx, componenttest.NewNopHost()); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = taking.Shutdown(ctx) })
+	pf := stallprocessor.NewFactory()
+	sink := new(consumertest.TracesSink)
+	proc, err := pf.CreateTraces(ctx, processortest.NewNopSettings(pf.Type()), pf.CreateDefaultConfig(), sink)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var u ptrace.ProtoUnmarshaler
+	run := func(c *stallMetrics) time.Duration {
+		td, err := u.UnmarshalTraces(body)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := proc.ConsumeTraces(ctx, td); err != nil {
+			b.Fatal(err)
+		}
+		sink.Reset()
+		start := time.Now()
+		_ = c.ConsumeTraces(ctx, td)
+		return time.Since(start)
+	}
+	var takeTime, readTime time.Duration
+	first := true
+	for b.Loop() {
+		if first {
+			takeTime += run(taking)
+			readTime += run(reading)
+		} else {
+			readTime += run(reading)
+			takeTime += run(taking)
+		}
+		first = !first
+	}
+	b.ReportMetric(float64(takeTime.Nanoseconds())/float64(b.N*100), "handoff-ns/span")
+	b.ReportMetric(float64(readTime.Nanoseconds())/float64(b.N*100), "read-sealed-ns/span")
+	b.ReportMetric(float64(takeTime)/float64(readTime), "ratio")
 }

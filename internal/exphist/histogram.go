@@ -143,11 +143,25 @@ func (h *Histogram) RecordAll(vs []float64) error {
 		return nil
 	}
 	lo, hi := vs[0], vs[0]
+	sum := h.sum // in a register; added in order, as one by one
 	for _, v := range vs {
 		if !Valid(v) {
 			return fmt.Errorf("%w: %v", ErrInvalidValue, v)
 		}
-		lo, hi = min(lo, v), max(hi, v)
+		// Plain comparisons: the values are numbers, and min and max
+		// below settle the sign of a zero bound.
+		if v < lo {
+			lo = v
+		}
+		if v > hi {
+			hi = v
+		}
+		sum += v
+	}
+	if lo == 0 || hi == 0 {
+		for _, v := range vs {
+			lo, hi = min(lo, v), max(hi, v)
+		}
 	}
 	if h.count == 0 {
 		h.min, h.max = lo, hi
@@ -155,9 +169,7 @@ func (h *Histogram) RecordAll(vs []float64) error {
 		h.min, h.max = min(h.min, lo), max(h.max, hi)
 	}
 	h.count += uint64(len(vs))
-	for _, v := range vs {
-		h.sum += v // in order, as one by one
-	}
+	h.sum = sum
 	var indexes [recordBlock]int
 	for len(vs) > 0 {
 		n := min(len(vs), recordBlock)
@@ -186,7 +198,12 @@ func (h *Histogram) recordBlock(vs []float64, indexes []int) {
 			zeros++
 			continue
 		}
-		idx := m.Index(v)
+		var idx int
+		if m.lookup != nil {
+			idx = m.lookup.index(v, m.scale) // inlined: the scales in use
+		} else {
+			idx = m.Index(v)
+		}
 		loIdx, hiIdx = min(loIdx, idx), max(hiIdx, idx)
 		indexes = append(indexes, idx)
 	}

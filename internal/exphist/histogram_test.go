@@ -275,3 +275,32 @@ func recordAllIsRecordOneByOne(t *testing.T, layout *Layout) {
 	require.ErrorIs(t, h.RecordAll([]float64{1, math.NaN()}), ErrInvalidValue)
 	assert.Zero(t, h.Count(), "a refused batch records nothing")
 }
+
+// BenchmarkRecordAll is the cost per value of recording a stream's 199
+// gaps between chunks in bulk, against recording them one by one.
+func BenchmarkRecordAll(b *testing.B) {
+	layout, err := NewLayout(6, 160)
+	require.NoError(b, err)
+	r := rand.New(rand.NewPCG(7, 8))
+	gaps := make([]float64, 199)
+	for i := range gaps {
+		gaps[i] = float64(20+r.IntN(11)) / 1e3
+	}
+	gaps[100] = 3
+	b.Run("RecordAll", func(b *testing.B) {
+		h := layout.NewHistogram()
+		for b.Loop() {
+			_ = h.RecordAll(gaps)
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(gaps)), "ns/value")
+	})
+	b.Run("Record", func(b *testing.B) {
+		h := layout.NewHistogram()
+		for b.Loop() {
+			for _, g := range gaps {
+				_ = h.Record(g)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(gaps)), "ns/value")
+	})
+}
