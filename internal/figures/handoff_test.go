@@ -4,6 +4,10 @@
 package figures
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -213,4 +217,13 @@ func TestHandoffConcurrentPipelines(t *testing.T) {
 	}
 	wg.Wait()
 	assert.Zero(t, h.Len())
+}
+
+// The contract states the hand-off's bounds.
+func TestContractStatesTheHandoffBounds(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "contract.md"))
+	require.NoError(t, err)
+	text := strings.Join(strings.Fields(string(doc)), " ")
+	want := fmt.Sprintf("holds at most %d,%03d entries and %d MiB", DefaultHandoffEntries/1000, DefaultHandoffEntries%1000, DefaultHandoffBytes>>20)
+	assert.Contains(t, text, want)
 }
