@@ -5,6 +5,7 @@ package stallprocessor // import "github.com/streamstall/streamstall/processor/s
 
 import (
 	"context"
+	"strings"
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/ottl/contexts/ottlspanevent"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -148,6 +149,15 @@ func (p *stallProcessor) collectChunks(ctx context.Context, s *scratch, rs ptrac
 // one (OTLP can carry a key twice; Put rewrites the first).
 func writeFigures(attrs pcommon.Map, f *figures.Figures, r *figures.Reasoning, frames bool, maxStallEvents int) {
 	var produced figures.Set
+	// A span that carries no figure yet (no llm.stream.* attribute: the
+	// usual one) has nothing to remove once they are written.
+	carried := false
+	for k := range attrs.All() {
+		if strings.HasPrefix(k, semconv.StreamNamespace) {
+			carried = true
+			break
+		}
+	}
 	attrs.EnsureCapacity(attrs.Len() + 16)
 	attrs.PutInt(semconv.AttrChunkCount, int64(f.ChunkCount))
 	produced.Add(figures.IdxChunkCount)
@@ -204,7 +214,9 @@ func writeFigures(attrs pcommon.Map, f *figures.Figures, r *figures.Reasoning, f
 	// The caller rewrites or removes the seal, in its place: a second pass
 	// gives the identical span.
 	produced.Add(figures.IdxSeal)
-	removeOtherFigures(attrs, produced)
+	if carried {
+		removeOtherFigures(attrs, produced)
+	}
 }
 
 // removeOtherFigures removes every figure attribute not in produced, and

@@ -141,19 +141,30 @@ func run(o options) error {
 	}
 	fmt.Printf("%d rounds of %d spans per collector (%d chunk events each, %d per OTLP request)\n", o.rounds, o.spans, o.chunks, o.perRequest)
 	base := cols[0]
+	stall := cols[slices.IndexFunc(cols, func(c *collector) bool { return c.name == "stall" })]
 	for _, c := range cols {
 		line := fmt.Sprintf("%-24s CPU %6.1f µs/span (median over rounds)", c.name, median(micros(c.cpu)))
 		if c != base {
-			rs := make([]float64, len(c.cpu))
-			for i := range rs {
-				rs[i] = float64(c.cpu[i]) / float64(base.cpu[i])
-			}
-			slices.Sort(rs)
-			line += fmt.Sprintf("   / receive_only %.2fx [%.2f, %.2f]", median(rs), rs[0], rs[len(rs)-1])
+			line += "   / receive_only " + ratios(c, base)
+		}
+		if c.name == "stall_and_stall_metrics" {
+			// What stall_metrics adds to stall, from the same rounds.
+			line += "   / stall " + ratios(c, stall)
 		}
 		fmt.Println(line)
 	}
 	return nil
+}
+
+// ratios is the median and range over rounds of c's CPU per span to base's
+// in the same round.
+func ratios(c, base *collector) string {
+	rs := make([]float64, len(c.cpu))
+	for i := range rs {
+		rs[i] = float64(c.cpu[i]) / float64(base.cpu[i])
+	}
+	slices.Sort(rs)
+	return fmt.Sprintf("%.2fx [%.2f, %.2f]", median(rs), rs[0], rs[len(rs)-1])
 }
 
 // requests are the OTLP/protobuf bodies of one round: streaming calls of a
