@@ -350,10 +350,9 @@ func (c *Chunks) Add(ev ptrace.SpanEvent) {
 	case 0:
 		c.bare++
 	case 1:
-		// The usual chunk event carries its kind alone: one lookup, no
-		// iterator.
-		if v, ok := attrs.Get(semconv.AttrChunkKind); ok {
-			reasoning = v.Type() == pcommon.ValueTypeStr && v.Str() == semconv.ChunkKindReasoning
+		// The usual chunk event carries its kind alone.
+		if r, ok := singleKind(attrs); ok {
+			reasoning = r
 			break
 		}
 		fallthrough
@@ -384,6 +383,22 @@ func (c *Chunks) Add(ev ptrace.SpanEvent) {
 		c.Elided = min(c.Elided+run.elided, MaxChunkCount+1)
 		c.ElidedReasoning = min(c.ElidedReasoning+run.reasoning, MaxChunkCount+1)
 	}
+}
+
+// singleKind reads the one attribute of a chunk event when it is no
+// elision count (ok), which their key lengths tell: the chunk is a
+// reasoning chunk when it is llm.stream.chunk.kind = reasoning. Only a
+// reasoning value has its key compared: any other value, under any key,
+// makes an answer chunk, and the key's bytes, often not in the cache, are
+// not read.
+func singleKind(attrs pcommon.Map) (reasoning, ok bool) {
+	for k, v := range attrs.All() {
+		if len(k) == len(semconv.AttrChunkElided) || len(k) == len(semconv.AttrChunkElidedReasoning) {
+			return false, false
+		}
+		reasoning = v.Type() == pcommon.ValueTypeStr && v.Str() == semconv.ChunkKindReasoning && k == semconv.AttrChunkKind
+	}
+	return reasoning, true
 }
 
 // elisionCount reads an elision count: an int from 0 to MaxChunkCount.
