@@ -139,6 +139,7 @@ func (r *ChunkReader) Read(span ptrace.Span, c *Chunks) error {
 //   - from the known start, or the first chunk when that is earlier or the
 //     start is unknown, to the last chunk is at most max_duration.
 func (r *ChunkReader) Judge(span ptrace.Span, c *Chunks) error {
+	c.derived.valid = false
 	if c.unsorted {
 		if c.elision {
 			sort.Stable(byTime{c})
@@ -240,6 +241,8 @@ type Chunks struct {
 	skip   int
 	// cut is the silence a stall cut ended the stream in, 0 when none.
 	cut int64
+	// derived are the figures of the last Derive.
+	derived derivedFigures
 	// inOrder is set by Read when the chunk events came in time order:
 	// firstEvent and lastEvent are then the event indexes of the first and
 	// last chunk time, which a Handoff checks the span against.
@@ -256,7 +259,7 @@ const MaxChunkCount = 1 << 40
 
 // Reset empties c for the next span, keeping its buffers.
 func (c *Chunks) Reset() {
-	*c = Chunks{Times: c.Times[:0], runs: c.runs[:0]}
+	*c = Chunks{Times: c.Times[:0], runs: c.runs[:0], derived: derivedFigures{stalls: c.derived.stalls[:0]}}
 }
 
 // Count is the number of chunks the figures count: the chunk events and
@@ -330,6 +333,7 @@ func openingFrames(times []int64) int {
 // reasoning; any other value, of any type, or none, is an answer chunk
 // (docs/contract.md section 3).
 func (c *Chunks) Add(ev ptrace.SpanEvent) {
+	c.derived.valid = false
 	ts := ev.Timestamp()
 	switch {
 	case ts == 0:
@@ -468,7 +472,32 @@ func (s byTime) Swap(i, j int) {
 // (Figures.Threshold) is therefore at least that gap: below it the
 // evidence cannot tell stalls apart, and the figures are those of the
 // longer threshold, which the span then says, never a guess.
+//
+// The figures are kept with the evidence until it changes: a second
+// Derive under the same threshold (the connector's, of evidence the
+// processor handed off) gives them without a pass over the chunks.
 func (c *Chunks) Derive(threshold int64, stalls []Stall) (Figures, Reasoning) {
+	if d := &c.derived; d.valid && d.threshold == threshold {
+		f := d.figures
+		f.Stalls = append(stalls[:0], d.stalls...)
+		return f, d.reasoning
+	}
+	f, r := c.derive(threshold, stalls)
+	c.derived = derivedFigures{valid: true, threshold: threshold, figures: f, reasoning: r, stalls: append(c.derived.stalls[:0], f.Stalls...)}
+	c.derived.figures.Stalls = nil
+	return f, r
+}
+
+// derivedFigures are the figures Derive gave last, under threshold.
+type derivedFigures struct {
+	valid     bool
+	threshold int64
+	figures   Figures
+	reasoning Reasoning
+	stalls    []Stall
+}
+
+func (c *Chunks) derive(threshold int64, stalls []Stall) (Figures, Reasoning) {
 	var runs []elidedRun
 	if c.Elided > 0 {
 		runs, threshold = c.runs, max(threshold, c.keepGapsAbove)

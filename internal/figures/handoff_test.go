@@ -227,3 +227,30 @@ func TestContractStatesTheHandoffBounds(t *testing.T) {
 	want := fmt.Sprintf("holds at most %d,%03d entries and %d MiB", DefaultHandoffEntries/1000, DefaultHandoffEntries%1000, DefaultHandoffBytes>>20)
 	assert.Contains(t, text, want)
 }
+
+// The figures Derive keeps with the evidence, and the hand-off carries,
+// are those a fresh derivation gives, under the threshold asked; evidence
+// read again derives again.
+func TestDeriveKeepsItsFigures(t *testing.T) {
+	span := streamSpan(7000, false, 400, 420, 3440, 3460, 6500)
+	r := NewChunkReader(DefaultChunkEventsConfig())
+	c := new(Chunks)
+	require.NoError(t, r.Read(span, c))
+	first, firstReasoning := c.Derive(2000*ms, nil)
+	require.Len(t, first.Stalls, 2)
+	again, againReasoning := c.Derive(2000*ms, make([]Stall, 5))
+	assert.Equal(t, first, again)
+	assert.Equal(t, firstReasoning, againReasoning)
+	longer, _ := c.Derive(3020*ms, nil)
+	assert.Len(t, longer.Stalls, 1, "another threshold derives again")
+
+	fresh := new(Chunks)
+	require.NoError(t, r.Read(span, fresh))
+	want, _ := fresh.Derive(3020*ms, nil)
+	assert.Equal(t, want, longer)
+
+	span.Events().At(4).SetTimestamp(span.Events().At(3).Timestamp() + pcommon.Timestamp(20*ms))
+	require.NoError(t, r.Read(span, c))
+	moved, _ := c.Derive(3020*ms, nil)
+	assert.Empty(t, moved.Stalls, "evidence read again derives again")
+}
