@@ -479,7 +479,8 @@ func (s byTime) Swap(i, j int) {
 func (c *Chunks) Derive(threshold int64, stalls []Stall) (Figures, Reasoning) {
 	if d := &c.derived; d.valid && d.threshold == threshold {
 		f := d.figures
-		f.Stalls = append(stalls[:0], d.stalls...)
+		stalls = append(stalls[:0], d.stalls...)
+		f.Stalls = stalls
 		return f, d.reasoning
 	}
 	f, r := c.derive(threshold, stalls)
