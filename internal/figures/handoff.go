@@ -123,6 +123,9 @@ func (h *Handoff) Put(span ptrace.Span, seal []byte, r *ChunkReader, c *Chunks) 
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.takers.Load() == 0 {
+		return // the last connector closed meanwhile
+	}
 	key := [SealSize]byte(seal)
 	if old := h.entries[key]; old != nil {
 		h.remove(old)
