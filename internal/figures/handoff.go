@@ -24,7 +24,7 @@ const (
 const handoffEntryBytes = 256
 
 // recycleMaxTimes and recycleMax bound the evidence buffers kept for reuse:
-// those of spans up to 1,024 chunks, at most 256 of them (2 MiB).
+// those of spans up to 1,024 chunks, at most 256 of them (about 2 MiB).
 const (
 	recycleMaxTimes = 1024
 	recycleMax      = 256
