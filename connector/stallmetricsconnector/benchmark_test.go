@@ -14,6 +14,7 @@ import (
 
 	"github.com/DataDog/sketches-go/ddsketch"
 	"github.com/jonboulle/clockwork"
+	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
@@ -21,6 +22,7 @@ import (
 	"go.opentelemetry.io/collector/processor/processortest"
 
 	"github.com/streamstall/streamstall/internal/exphist"
+	"github.com/streamstall/streamstall/internal/figures"
 	"github.com/streamstall/streamstall/internal/semconv"
 	"github.com/streamstall/streamstall/processor/stallprocessor"
 )
@@ -200,7 +202,11 @@ func pipelineInput(b *testing.B) []byte {
 // Alternating gives both the same interference on a shared machine and the
 // same garbage collection; the ratio is the figure. The control runs
 // receive-only against itself: its ratio is the noise; processor is the
-// stall processor alone, into a nop consumer.
+// stall processor alone, into a nop consumer; pipeline is the processor
+// into the started connector, which takes what the processor judged from
+// the hand-off; pipeline_read_twice the same with no connector started, so
+// that nothing is handed off and the connector reads each sealed span's
+// chunk times again (figures.ChunkReader.ReadSealed).
 func BenchmarkPipelineVsReceive(b *testing.B) {
 	body := pipelineInput(b)
 	c, err := newStallMetrics(connectorSettings(), defaultConfig(), consumertest.NewNop(), clockwork.NewFakeClock())
@@ -241,11 +247,26 @@ func BenchmarkPipelineVsReceive(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	startConnector := func(b *testing.B) {
+		if err := c.Start(ctx, componenttest.NewNopHost()); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = c.Shutdown(ctx) })
+	}
 	for _, bc := range []struct {
-		name string
-		a, b func()
-	}{{"control", receive, receive}, {"processor", receive, processor}, {"pipeline", receive, pipeline}} {
+		name  string
+		a, b  func()
+		setUp func(*testing.B)
+	}{
+		{"control", receive, receive, nil},
+		{"processor", receive, processor, nil},
+		{"pipeline_read_twice", receive, pipeline, nil},
+		{"pipeline", receive, pipeline, startConnector},
+	} {
 		b.Run(bc.name, func(b *testing.B) {
+			if bc.setUp != nil {
+				bc.setUp(b)
+			}
 			var timeA, timeB time.Duration
 			first := true
 			b.ReportAllocs()
@@ -267,4 +288,63 @@ func BenchmarkPipelineVsReceive(b *testing.B) {
 			b.ReportMetric(float64(timeB)/float64(timeA), "ratio")
 		})
 	}
+}
+
+// BenchmarkConnectorHandoffVsReadSealed is what the connector costs per
+// span right after the stall processor, with the evidence the processor
+// handed off (the connector of this process, started) against reading
+// each sealed span's chunk times again (a connector whose hand-off never
+// holds an entry), alternating in every iteration on spans of the same
+// body just processed; the processor is not timed.
+func BenchmarkConnectorHandoffVsReadSealed(b *testing.B) {
+	body := pipelineInput(b)
+	ctx := context.Background()
+	newConnector := func() *stallMetrics {
+		c, err := newStallMetrics(connectorSettings(), defaultConfig(), consumertest.NewNop(), clockwork.NewFakeClock())
+		if err != nil {
+			b.Fatal(err)
+		}
+		return c
+	}
+	taking, reading := newConnector(), newConnector()
+	reading.handoff = figures.NewHandoff(figures.DefaultHandoffEntries, figures.DefaultHandoffBytes)
+	if err := taking.Start(ctx, componenttest.NewNopHost()); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = taking.Shutdown(ctx) })
+	pf := stallprocessor.NewFactory()
+	sink := new(consumertest.TracesSink)
+	proc, err := pf.CreateTraces(ctx, processortest.NewNopSettings(pf.Type()), pf.CreateDefaultConfig(), sink)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var u ptrace.ProtoUnmarshaler
+	run := func(c *stallMetrics) time.Duration {
+		td, err := u.UnmarshalTraces(body)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := proc.ConsumeTraces(ctx, td); err != nil {
+			b.Fatal(err)
+		}
+		sink.Reset()
+		start := time.Now()
+		_ = c.ConsumeTraces(ctx, td)
+		return time.Since(start)
+	}
+	var takeTime, readTime time.Duration
+	first := true
+	for b.Loop() {
+		if first {
+			takeTime += run(taking)
+			readTime += run(reading)
+		} else {
+			readTime += run(reading)
+			takeTime += run(taking)
+		}
+		first = !first
+	}
+	b.ReportMetric(float64(takeTime.Nanoseconds())/float64(b.N*100), "handoff-ns/span")
+	b.ReportMetric(float64(readTime.Nanoseconds())/float64(b.N*100), "read-sealed-ns/span")
+	b.ReportMetric(float64(takeTime)/float64(readTime), "ratio")
 }

@@ -36,6 +36,10 @@ type stallMetrics struct {
 
 	extra  []extraDimension
 	chunks *figures.ChunkReader
+	// handoff holds the evidence the stall processor of this process
+	// judged; closeHandoff ends this connector's use of it.
+	handoff      *figures.Handoff
+	closeHandoff func()
 
 	mu      sync.Mutex
 	metrics seriesSet
@@ -43,7 +47,9 @@ type stallMetrics struct {
 	// delta points (the previous flush).
 	start, intervalStart pcommon.Timestamp
 	// Scratch reused across spans, guarded by mu.
-	attrs    []aggregate.Attribute
+	attrs []aggregate.Attribute
+	// dimsKey is the encoding of a call's dimensions (aggregate.AppendKey).
+	dimsKey  []byte
 	evidence figures.Chunks
 	sealer   *figures.Sealer
 	stalls   []figures.Stall
@@ -97,6 +103,7 @@ func newStallMetrics(set connector.Settings, cfg *Config, next consumer.Metrics,
 		version:   set.BuildInfo.Version,
 		chunks:    figures.NewChunkReader(cfg.ChunkEvents),
 		sealer:    figures.NewSealer(),
+		handoff:   figures.ProcessHandoff(),
 	}
 	for _, d := range cfg.Dimensions {
 		e := extraDimension{name: d.Name}
@@ -139,6 +146,7 @@ func (c *stallMetrics) Start(context.Context, component.Host) error {
 	// Not the Start context: it may end as soon as Start returns.
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
+	c.closeHandoff = c.handoff.Open()
 	ticker := c.clock.NewTicker(c.config.FlushInterval)
 	c.wg.Add(1)
 	go c.flushLoop(ctx, ticker)
@@ -169,6 +177,7 @@ func (c *stallMetrics) Shutdown(ctx context.Context) error {
 	c.cancel()
 	c.wg.Wait()
 	c.cancel = nil
+	c.closeHandoff()
 	c.telemetry.Shutdown()
 	return c.flush(ctx)
 }

@@ -61,12 +61,15 @@ func (c *stallMetrics) recordSpan(res pcommon.Map, span ptrace.Span) {
 	// The outcome slot: absent for winners, "loser" for separated losers.
 	c.attrs = append(c.attrs, aggregate.Attribute{Name: semconv.AttrHedgeOutcome, Value: loserValue, Present: loser})
 	dims := c.attrs
+	// Every histogram of the call has these dimensions: encoded once.
+	c.dimsKey = aggregate.AppendKey(c.dimsKey[:0], dims)
+	key := c.dimsKey
 
 	if fig.Has(figures.IdxTTFTMs) {
-		c.record(c.metrics.ttft, dims, fig.Float(figures.IdxTTFTMs)/1e3, semconv.AttrTTFTMs, span)
+		c.record(c.metrics.ttft, dims, key, fig.Float(figures.IdxTTFTMs)/1e3, semconv.AttrTTFTMs, span)
 	}
 	if fig.Has(figures.IdxTimeToFirstAnswerMs) {
-		c.record(c.metrics.ttfa, dims, fig.Float(figures.IdxTimeToFirstAnswerMs)/1e3, semconv.AttrTimeToFirstAnswerMs, span)
+		c.record(c.metrics.ttfa, dims, key, fig.Float(figures.IdxTimeToFirstAnswerMs)/1e3, semconv.AttrTimeToFirstAnswerMs, span)
 	}
 	if e := fig.Evidence(); e == semconv.EvidenceMarkers || e == semconv.EvidenceFrameMarkers {
 		// A marker set (docs/contract.md section 4) measured no gap and no
@@ -79,9 +82,9 @@ func (c *stallMetrics) recordSpan(res pcommon.Map, span ptrace.Span) {
 	// A consistent set has the interval figures exactly when chunk_count >= 2
 	// or a stall cut ended the stream.
 	if fig.Has(figures.IdxGenerationMs) {
-		c.record(c.metrics.generation, dims, fig.Float(figures.IdxGenerationMs)/1e3, semconv.AttrGenerationMs, span)
-		c.record(c.metrics.active, dims, fig.Float(figures.IdxActiveGenerationMs)/1e3, semconv.AttrActiveGenerationMs, span)
-		stalled = c.recordGapsAndStalls(span, &fig, dims) > 0 || fig.Int(figures.IdxStallCount) > 0
+		c.record(c.metrics.generation, dims, key, fig.Float(figures.IdxGenerationMs)/1e3, semconv.AttrGenerationMs, span)
+		c.record(c.metrics.active, dims, key, fig.Float(figures.IdxActiveGenerationMs)/1e3, semconv.AttrActiveGenerationMs, span)
+		stalled = c.recordGapsAndStalls(span, &fig, dims, key) > 0 || fig.Int(figures.IdxStallCount) > 0
 	}
 	stalledAttr := aggregate.Attribute{Name: semconv.AttrStalled, Value: notStalledValue, Present: true}
 	if stalled {
@@ -96,13 +99,14 @@ func (c *stallMetrics) recordSpan(res pcommon.Map, span ptrace.Span) {
 // logged at debug level.
 //
 // A span that the stall processor of this collector sealed (figures.Sealer)
-// is read the cheap way: the times of its chunk events alone, which the
-// seal then verifies; the processor judged them, and Check runs on the
-// figures as on any span. A span without a seal that verifies (from
-// elsewhere, or changed since) has its stall events and chunk events read
-// and judged in full.
+// is not read again: its evidence, as the processor judged it, is taken
+// from the hand-off (figures.Handoff), or, when the hand-off has none that
+// matches the span, read the cheap way: the times of its chunk events
+// alone, which the seal then verifies. Check runs on the figures as on any
+// span. A span without a seal that verifies (from elsewhere, or changed
+// since) has its stall events and chunk events read and judged in full.
 func (c *stallMetrics) judge(span ptrace.Span, fig *figures.Reported) bool {
-	if fig.Sealed() && c.chunks.ReadSealed(span, &c.evidence, fig, c.sealer) {
+	if fig.Sealed() && (c.handoff.Take(span, fig, c.chunks, &c.evidence) || c.chunks.ReadSealed(span, &c.evidence, fig, c.sealer)) {
 		if err := c.chunks.CheckFigures(fig); err == nil {
 			return true
 		}
@@ -175,7 +179,7 @@ func (c *stallMetrics) recordAttempt(attrs pcommon.Map, loser bool) {
 func (c *stallMetrics) recordWaste(span ptrace.Span, fig *figures.Reported, trusted bool) {
 	if start, end := span.StartTimestamp(), span.EndTimestamp(); start != 0 && end >= start {
 		if d := time.Duration(end - start); d <= c.chunks.MaxDuration() {
-			c.record(c.metrics.wastedTime, c.attrs, d.Seconds(), "span duration", span)
+			c.record(c.metrics.wastedTime, c.attrs, nil, d.Seconds(), "span duration", span)
 		} else if trusted || !fig.Any() {
 			c.refused.Implausible++
 		}
@@ -213,17 +217,17 @@ func addSaturating(a, b int64) int64 {
 // selected otherwise than by this connector's chunk_events (the processor's
 // conditions), gets no gap values, and its stalls come from the stall
 // events.
-func (c *stallMetrics) recordGapsAndStalls(span ptrace.Span, fig *figures.Reported, dims []aggregate.Attribute) int {
+func (c *stallMetrics) recordGapsAndStalls(span ptrace.Span, fig *figures.Reported, dims []aggregate.Attribute, key []byte) int {
 	ev := &c.evidence
 	if ev.Count() != fig.Int(figures.IdxChunkCount) {
-		return c.recordStallEvents(span, fig, dims)
+		return c.recordStallEvents(span, fig, dims, key)
 	}
 	// Judged chunk times are sorted and within max_duration of each other:
 	// every gap and stall is a valid duration, and each metric's point is
 	// looked up once per span. The gaps across elided chunks are recorded
 	// at their mean: their count and sum stay exact, and each was at most
 	// the span's keep_gaps_above_ms.
-	gaps := c.metrics.perChunk.Point(dims).Value
+	gaps := c.metrics.perChunk.PointOfKey(key, dims).Value
 	if ev.Elided == 0 {
 		// Each gap one value: recorded in bulk.
 		c.gapSeconds = c.gapSeconds[:0]
@@ -243,7 +247,7 @@ func (c *stallMetrics) recordGapsAndStalls(span ptrace.Span, fig *figures.Report
 	f, _ := ev.Derive(figures.Nanos(fig.Float(figures.IdxStallThresholdMs)), c.stalls)
 	c.stalls = f.Stalls
 	if len(f.Stalls) > 0 {
-		stalls := c.metrics.stall.Point(dims).Value
+		stalls := c.metrics.stall.PointOfKey(key, dims).Value
 		for _, s := range f.Stalls {
 			_ = stalls.Record(float64(s.Duration) / 1e9)
 		}
@@ -257,7 +261,7 @@ func (c *stallMetrics) recordGapsAndStalls(span ptrace.Span, fig *figures.Report
 // duration, (llm.stream.stall_ms minus the events' durations) / their number,
 // so that the histogram's count and sum stay exact. figures.Check has bounded
 // the events by the stall count, stall time and longest stall.
-func (c *stallMetrics) recordStallEvents(span ptrace.Span, fig *figures.Reported, dims []aggregate.Attribute) int {
+func (c *stallMetrics) recordStallEvents(span ptrace.Span, fig *figures.Reported, dims []aggregate.Attribute, key []byte) int {
 	recorded, sumMs := 0, 0.0
 	for _, ev := range span.Events().All() {
 		if ev.Name() != semconv.EventStall {
@@ -266,7 +270,7 @@ func (c *stallMetrics) recordStallEvents(span ptrace.Span, fig *figures.Reported
 		// Check made every duration a positive, finite double.
 		v, _ := ev.Attributes().Get(semconv.AttrStallEventDurationMs)
 		if ms := v.Double(); exphist.Valid(ms / 1e3) {
-			c.record(c.metrics.stall, dims, ms/1e3, semconv.AttrStallEventDurationMs, span)
+			c.record(c.metrics.stall, dims, key, ms/1e3, semconv.AttrStallEventDurationMs, span)
 			recorded++
 			sumMs += ms
 		}
@@ -280,21 +284,28 @@ func (c *stallMetrics) recordStallEvents(span ptrace.Span, fig *figures.Reported
 	if !exphist.Valid(mean) {
 		return recorded
 	}
-	_ = c.metrics.stall.Point(dims).Value.RecordN(mean, uint64(missing))
+	_ = c.metrics.stall.PointOfKey(key, dims).Value.RecordN(mean, uint64(missing))
 	return recorded + missing
 }
 
-// record adds one value in seconds; a value no duration can have (negative,
-// NaN, huge) is skipped, before it can open a data point, with a debug log
-// naming its source.
-func (c *stallMetrics) record(series *aggregate.Series[*exphist.Histogram], dims []aggregate.Attribute, seconds float64, source string, span ptrace.Span) {
+// record adds one value in seconds under dims, whose encoding is key (nil:
+// not encoded yet); a value no duration can have (negative, NaN, huge) is
+// skipped, before it can open a data point, with a debug log naming its
+// source.
+func (c *stallMetrics) record(series *aggregate.Series[*exphist.Histogram], dims []aggregate.Attribute, key []byte, seconds float64, source string, span ptrace.Span) {
 	if !exphist.Valid(seconds) {
 		c.logger.Debug("Skipping a figure no duration can have",
 			zap.String("source", source), zap.Float64("seconds", seconds), zap.String("span", span.Name()), zap.Stringer("trace_id", span.TraceID()))
 		return
 	}
+	var p *aggregate.Point[*exphist.Histogram]
+	if key == nil {
+		p = series.Point(dims)
+	} else {
+		p = series.PointOfKey(key, dims)
+	}
 	// Cannot fail: the value is valid.
-	_ = series.Point(dims).Value.Record(seconds)
+	_ = p.Value.Record(seconds)
 }
 
 // capped bounds a dimension value at max_dimension_value_length bytes, cut

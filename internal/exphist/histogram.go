@@ -133,24 +133,34 @@ func (h *Histogram) RecordN(v float64, n uint64) error {
 }
 
 // RecordAll adds every value of vs, in order, as Record would one by one,
-// at a lower cost: the values are checked and bounded first, the histogram
-// is downscaled at most once for their range, then each is indexed and
-// counted. An invalid value refuses them all with ErrInvalidValue and leaves
-// the histogram unchanged.
+// at a lower cost: the values are checked first, then indexed once each
+// (by table, no logarithm, at the scales in use) in blocks; a block is
+// downscaled at most once for its range, and its values are counted per
+// bucket before they reach the store. An invalid value refuses them all
+// with ErrInvalidValue and leaves the histogram unchanged.
 func (h *Histogram) RecordAll(vs []float64) error {
 	if len(vs) == 0 {
 		return nil
 	}
-	tiny := h.mapping.MinIndexableValue()
 	lo, hi := vs[0], vs[0]
-	loIndexed := math.Inf(1) // the smallest value that gets a bucket
+	sum := h.sum // in a register; added in order, as one by one
 	for _, v := range vs {
 		if !Valid(v) {
 			return fmt.Errorf("%w: %v", ErrInvalidValue, v)
 		}
-		lo, hi = min(lo, v), max(hi, v)
-		if v > tiny {
-			loIndexed = min(loIndexed, v)
+		// Plain comparisons: the values are numbers, and min and max
+		// below settle the sign of a zero bound.
+		if v < lo {
+			lo = v
+		}
+		if v > hi {
+			hi = v
+		}
+		sum += v
+	}
+	if lo == 0 || hi == 0 {
+		for _, v := range vs {
+			lo, hi = min(lo, v), max(hi, v)
 		}
 	}
 	if h.count == 0 {
@@ -159,34 +169,76 @@ func (h *Histogram) RecordAll(vs []float64) error {
 		h.min, h.max = min(h.min, lo), max(h.max, hi)
 	}
 	h.count += uint64(len(vs))
-	if hi > tiny {
-		// The indexes of the whole batch fit once the range is downscaled
-		// for its extremes: Record one by one would end at the same scale.
-		loIdx, hiIdx := h.mapping.Index(loIndexed), h.mapping.Index(hi)
-		if !h.positive.IsEmpty() {
-			loIdx, hiIdx = min(h.minIndex, loIdx), max(h.maxIndex, hiIdx)
-		}
-		if shift := h.downscaleShift(loIdx, hiIdx); shift > 0 {
-			h.downscale(shift)
-		}
-	}
-	m := h.mapping
-	for _, v := range vs {
-		h.sum += v
-		if v <= tiny {
-			h.tinyAsZero = h.tinyAsZero || v > 0
-			_ = h.sketch.AddWithCount(0, 1) // zero is always trackable
-			continue
-		}
-		idx := m.Index(v)
-		if h.positive.IsEmpty() {
-			h.minIndex, h.maxIndex = idx, idx
-		} else {
-			h.minIndex, h.maxIndex = min(h.minIndex, idx), max(h.maxIndex, idx)
-		}
-		h.positive.Add(idx)
+	h.sum = sum
+	var indexes [recordBlock]int
+	for len(vs) > 0 {
+		n := min(len(vs), recordBlock)
+		h.recordBlock(vs[:n], indexes[:0])
+		vs = vs[n:]
 	}
 	return nil
+}
+
+// recordBlock is the length of RecordAll's blocks, and countMax the widest
+// range of indexes a block is counted over before it reaches the store.
+const (
+	recordBlock = 256
+	countMax    = 256
+)
+
+// recordBlock indexes and stores valid values, counted already.
+func (h *Histogram) recordBlock(vs []float64, indexes []int) {
+	m := h.mapping
+	tiny := m.MinIndexableValue()
+	zeros := 0
+	loIdx, hiIdx := math.MaxInt, math.MinInt
+	for _, v := range vs {
+		if v <= tiny {
+			h.tinyAsZero = h.tinyAsZero || v > 0
+			zeros++
+			continue
+		}
+		var idx int
+		if m.lookup != nil {
+			idx = m.lookup.index(v, m.scale) // inlined: the scales in use
+		} else {
+			idx = m.Index(v)
+		}
+		loIdx, hiIdx = min(loIdx, idx), max(hiIdx, idx)
+		indexes = append(indexes, idx)
+	}
+	if zeros > 0 {
+		_ = h.sketch.AddWithCount(0, float64(zeros)) // zero is always trackable
+	}
+	if len(indexes) == 0 {
+		return
+	}
+	if !h.positive.IsEmpty() {
+		loIdx, hiIdx = min(h.minIndex, loIdx), max(h.maxIndex, hiIdx)
+	}
+	// Every bucket of a scale lies in one bucket of a coarser one: the
+	// indexes of the block shift with the histogram.
+	shift := h.downscaleShift(loIdx, hiIdx)
+	if shift > 0 {
+		h.downscale(shift)
+		loIdx, hiIdx = loIdx>>shift, hiIdx>>shift
+	}
+	h.minIndex, h.maxIndex = loIdx, hiIdx
+	if hiIdx-loIdx >= countMax {
+		for _, idx := range indexes {
+			h.positive.Add(idx >> shift)
+		}
+		return
+	}
+	var counts [countMax]uint32
+	for _, idx := range indexes {
+		counts[idx>>shift-loIdx]++
+	}
+	for k, n := range counts[:hiIdx-loIdx+1] {
+		if n > 0 {
+			h.positive.AddWithCount(loIdx+k, float64(n))
+		}
+	}
 }
 
 // downscaleShift is the smallest scale reduction that makes the indexes

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -222,10 +223,18 @@ func TestResetReturnsToTheLayoutScale(t *testing.T) {
 
 // RecordAll leaves the histogram Record one by one leaves: the same scale,
 // buckets, zero count, count, sum, min and max, across downscales and tiny
-// values, onto an empty histogram or a filled one.
+// values, onto an empty histogram or a filled one, with the buckets of a
+// batch counted before they are stored or, past their counting range (many
+// buckets), stored one by one.
 func TestRecordAllIsRecordOneByOne(t *testing.T) {
-	layout, err := NewLayout(6, 160)
-	require.NoError(t, err)
+	for _, maxBuckets := range []int{160, 4096} {
+		layout, err := NewLayout(6, maxBuckets)
+		require.NoError(t, err)
+		recordAllIsRecordOneByOne(t, layout)
+	}
+}
+
+func recordAllIsRecordOneByOne(t *testing.T, layout *Layout) {
 	r := rand.New(rand.NewPCG(5, 6))
 	batch := func(n int, spread float64) []float64 {
 		vs := make([]float64, n)
@@ -266,4 +275,33 @@ func TestRecordAllIsRecordOneByOne(t *testing.T) {
 	h := layout.NewHistogram()
 	require.ErrorIs(t, h.RecordAll([]float64{1, math.NaN()}), ErrInvalidValue)
 	assert.Zero(t, h.Count(), "a refused batch records nothing")
+}
+
+// BenchmarkRecordAll is the cost per value of recording a stream's 199
+// gaps between chunks in bulk, against recording them one by one, in
+// turn in every iteration: the ratio is the figure.
+func BenchmarkRecordAll(b *testing.B) {
+	layout, err := NewLayout(6, 160)
+	require.NoError(b, err)
+	r := rand.New(rand.NewPCG(7, 8))
+	gaps := make([]float64, 199)
+	for i := range gaps {
+		gaps[i] = float64(20_000+r.IntN(10_000)) / 1e6
+	}
+	gaps[100] = 3
+	bulk, one := layout.NewHistogram(), layout.NewHistogram()
+	var bulkTime, oneTime time.Duration
+	for b.Loop() {
+		start := time.Now()
+		_ = bulk.RecordAll(gaps)
+		bulkTime += time.Since(start)
+		start = time.Now()
+		for _, g := range gaps {
+			_ = one.Record(g)
+		}
+		oneTime += time.Since(start)
+	}
+	b.ReportMetric(float64(bulkTime.Nanoseconds())/float64(b.N*len(gaps)), "bulk-ns/value")
+	b.ReportMetric(float64(oneTime.Nanoseconds())/float64(b.N*len(gaps)), "one-ns/value")
+	b.ReportMetric(float64(bulkTime)/float64(oneTime), "ratio")
 }

@@ -133,6 +133,17 @@ func newSubIndexLookup(m *Mapping) *subIndexLookup {
 	return l
 }
 
+// index is Mapping.Index of a positive normal value at scale, by table.
+func (l *subIndexLookup) index(value float64, scale int32) int {
+	// A positive normal value is (1 + mant/2^52) * 2^(biased-1023).
+	bits := math.Float64bits(value)
+	exp, mant := int(bits>>mantissaBits)-1023, bits&(1<<mantissaBits-1)
+	if mant == 0 {
+		return exp<<scale - 1 // 2^exp is the upper bound of its bucket
+	}
+	return exp<<scale + l.subIndex(mant)
+}
+
 // subIndex is the sub-index of the mantissa bits mant.
 func (l *subIndexLookup) subIndex(mant uint64) int {
 	k := int(l.cellStart[mant>>l.cellShift])
@@ -171,13 +182,7 @@ func (m *Mapping) Scale() int32 { return m.scale }
 // base^i < value <= base^(i+1).
 func (m *Mapping) Index(value float64) int {
 	if m.lookup != nil {
-		// A positive normal value is (1 + mant/2^52) * 2^(biased-1023).
-		bits := math.Float64bits(value)
-		exp, mant := int(bits>>mantissaBits)-1023, bits&(1<<mantissaBits-1)
-		if mant == 0 {
-			return exp<<m.scale - 1 // 2^exp is the upper bound of its bucket
-		}
-		return exp<<m.scale + m.lookup.subIndex(mant)
+		return m.lookup.index(value, m.scale)
 	}
 	frac, exp := math.Frexp(value) // value = frac * 2^exp, frac in [0.5, 1)
 	if frac == 0.5 {

@@ -73,18 +73,28 @@ func (s Set) Has(i int) bool { return s&(1<<i) != 0 }
 func AttributeNames() []string { return append([]string(nil), attributeNames[:]...) }
 
 // AttributeIndex returns the index of a figure attribute; ok is false for
-// any other name. It costs a prefix comparison for most names.
+// any other name. It costs a prefix comparison for most names, and one
+// string comparison for almost every figure (those of its length).
 func AttributeIndex(name string) (i int, ok bool) {
-	if !strings.HasPrefix(name, semconv.StreamNamespace) {
+	if len(name) >= len(attributesByLength) || !strings.HasPrefix(name, semconv.StreamNamespace) {
 		return 0, false
 	}
-	for i, n := range attributeNames {
-		if n == name {
-			return i, true
+	for _, i := range attributesByLength[len(name)] {
+		if attributeNames[i] == name {
+			return int(i), true
 		}
 	}
 	return 0, false
 }
+
+// attributesByLength are the indexes of the figure attributes by the
+// length of their names.
+var attributesByLength = func() (byLength [64][]uint8) {
+	for i, n := range attributeNames {
+		byLength[len(n)] = append(byLength[len(n)], uint8(i))
+	}
+	return byLength
+}()
 
 // IsAttribute reports whether name is a figure attribute: one only the stall
 // processor writes.

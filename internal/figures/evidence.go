@@ -9,6 +9,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -87,11 +88,15 @@ func (c *ChunkEventsConfig) Check() []error {
 type ChunkReader struct {
 	names       nameSet
 	maxDuration int64
+	// selection is the set of names, sorted and joined: two readers with
+	// the same selection take the same events for chunks.
+	selection string
 }
 
 // NewChunkReader returns the reader of a checked configuration.
 func NewChunkReader(cfg ChunkEventsConfig) *ChunkReader {
-	return &ChunkReader{names: newNameSet(cfg.Names), maxDuration: cfg.MaxDuration.Nanoseconds()}
+	names := slices.Compact(slices.Sorted(slices.Values(cfg.Names)))
+	return &ChunkReader{names: newNameSet(cfg.Names), maxDuration: cfg.MaxDuration.Nanoseconds(), selection: strings.Join(names, "\x00")}
 }
 
 // IsChunk reports whether an event of this name is a chunk event. Callers
@@ -107,13 +112,21 @@ func (r *ChunkReader) MaxDuration() time.Duration { return time.Duration(r.maxDu
 // implausible: it has no chunk evidence.
 func (r *ChunkReader) Read(span ptrace.Span, c *Chunks) error {
 	c.Reset()
-	for _, ev := range span.Events().All() {
+	for i, ev := range span.Events().All() {
 		if name := ev.Name(); r.names.contains(name) {
+			n := len(c.Times)
 			c.Add(ev)
+			if len(c.Times) > n {
+				if n == 0 {
+					c.firstEvent = i
+				}
+				c.lastEvent = i
+			}
 		} else if name == semconv.EventStall {
 			c.StallEvents = true
 		}
 	}
+	c.inOrder = !c.unsorted
 	return r.Judge(span, c)
 }
 
@@ -126,6 +139,7 @@ func (r *ChunkReader) Read(span ptrace.Span, c *Chunks) error {
 //   - from the known start, or the first chunk when that is earlier or the
 //     start is unknown, to the last chunk is at most max_duration.
 func (r *ChunkReader) Judge(span ptrace.Span, c *Chunks) error {
+	c.derived.valid = false
 	if c.unsorted {
 		if c.elision {
 			sort.Stable(byTime{c})
@@ -227,6 +241,13 @@ type Chunks struct {
 	skip   int
 	// cut is the silence a stall cut ended the stream in, 0 when none.
 	cut int64
+	// derived are the figures of the last Derive.
+	derived derivedFigures
+	// inOrder is set by Read when the chunk events came in time order:
+	// firstEvent and lastEvent are then the event indexes of the first and
+	// last chunk time, which a Handoff checks the span against.
+	inOrder               bool
+	firstEvent, lastEvent int
 }
 
 type elidedRun struct{ elided, reasoning int64 }
@@ -238,7 +259,7 @@ const MaxChunkCount = 1 << 40
 
 // Reset empties c for the next span, keeping its buffers.
 func (c *Chunks) Reset() {
-	*c = Chunks{Times: c.Times[:0], runs: c.runs[:0]}
+	*c = Chunks{Times: c.Times[:0], runs: c.runs[:0], derived: derivedFigures{stalls: c.derived.stalls[:0]}}
 }
 
 // Count is the number of chunks the figures count: the chunk events and
@@ -312,6 +333,7 @@ func openingFrames(times []int64) int {
 // reasoning; any other value, of any type, or none, is an answer chunk
 // (docs/contract.md section 3).
 func (c *Chunks) Add(ev ptrace.SpanEvent) {
+	c.derived.valid = false
 	ts := ev.Timestamp()
 	switch {
 	case ts == 0:
@@ -332,10 +354,9 @@ func (c *Chunks) Add(ev ptrace.SpanEvent) {
 	case 0:
 		c.bare++
 	case 1:
-		// The usual chunk event carries its kind alone: one lookup, no
-		// iterator.
-		if v, ok := attrs.Get(semconv.AttrChunkKind); ok {
-			reasoning = v.Type() == pcommon.ValueTypeStr && v.Str() == semconv.ChunkKindReasoning
+		// The usual chunk event carries its kind alone.
+		if r, ok := singleKind(attrs); ok {
+			reasoning = r
 			break
 		}
 		fallthrough
@@ -366,6 +387,22 @@ func (c *Chunks) Add(ev ptrace.SpanEvent) {
 		c.Elided = min(c.Elided+run.elided, MaxChunkCount+1)
 		c.ElidedReasoning = min(c.ElidedReasoning+run.reasoning, MaxChunkCount+1)
 	}
+}
+
+// singleKind reads the one attribute of a chunk event when it is no
+// elision count (ok), which their key lengths tell: the chunk is a
+// reasoning chunk when it is llm.stream.chunk.kind = reasoning. Only a
+// reasoning value has its key compared: any other value, under any key,
+// makes an answer chunk, and the key's bytes, often not in the cache, are
+// not read.
+func singleKind(attrs pcommon.Map) (reasoning, ok bool) {
+	for k, v := range attrs.All() {
+		if len(k) == len(semconv.AttrChunkElided) || len(k) == len(semconv.AttrChunkElidedReasoning) {
+			return false, false
+		}
+		reasoning = v.Type() == pcommon.ValueTypeStr && v.Str() == semconv.ChunkKindReasoning && k == semconv.AttrChunkKind
+	}
+	return reasoning, true
 }
 
 // elisionCount reads an elision count: an int from 0 to MaxChunkCount.
@@ -435,7 +472,33 @@ func (s byTime) Swap(i, j int) {
 // (Figures.Threshold) is therefore at least that gap: below it the
 // evidence cannot tell stalls apart, and the figures are those of the
 // longer threshold, which the span then says, never a guess.
+//
+// The figures are kept with the evidence until it changes: a second
+// Derive under the same threshold (the connector's, of evidence the
+// processor handed off) gives them without a pass over the chunks.
 func (c *Chunks) Derive(threshold int64, stalls []Stall) (Figures, Reasoning) {
+	if d := &c.derived; d.valid && d.threshold == threshold {
+		f := d.figures
+		stalls = append(stalls[:0], d.stalls...)
+		f.Stalls = stalls
+		return f, d.reasoning
+	}
+	f, r := c.derive(threshold, stalls)
+	c.derived = derivedFigures{valid: true, threshold: threshold, figures: f, reasoning: r, stalls: append(c.derived.stalls[:0], f.Stalls...)}
+	c.derived.figures.Stalls = nil
+	return f, r
+}
+
+// derivedFigures are the figures Derive gave last, under threshold.
+type derivedFigures struct {
+	valid     bool
+	threshold int64
+	figures   Figures
+	reasoning Reasoning
+	stalls    []Stall
+}
+
+func (c *Chunks) derive(threshold int64, stalls []Stall) (Figures, Reasoning) {
 	var runs []elidedRun
 	if c.Elided > 0 {
 		runs, threshold = c.runs, max(threshold, c.keepGapsAbove)

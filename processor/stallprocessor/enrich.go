@@ -5,6 +5,7 @@ package stallprocessor // import "github.com/streamstall/streamstall/processor/s
 
 import (
 	"context"
+	"strings"
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/ottl/contexts/ottlspanevent"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -58,17 +59,18 @@ func (p *stallProcessor) enrich(ctx context.Context, s *scratch, rs ptrace.Resou
 		})
 	}
 	p.writeStallEvents(events, f.Stalls, f.Cut > 0)
+	tally.enriched++
+	tally.stalls += int64(f.StallCount)
+	first = c.First()
 	if p.conditions.chunkEvent == nil && !p.dropChunks && c.Elided == 0 {
 		// The chunk events stay, selected by name alone: a connector of
-		// this collector may read their times without judging them again.
-		p.seal(s, span)
+		// this collector may take what was judged from the hand-off, or
+		// read their times without judging them again.
+		p.handoff.Put(span, p.seal(s, span), p.chunks, c)
 	} else {
 		attrs.Remove(semconv.AttrFiguresSeal)
 	}
-
-	tally.enriched++
-	tally.stalls += int64(f.StallCount)
-	return c.First(), true, nil
+	return first, true, nil
 }
 
 // checkCarried judges the figures of a span without chunk evidence: a
@@ -147,6 +149,15 @@ func (p *stallProcessor) collectChunks(ctx context.Context, s *scratch, rs ptrac
 // one (OTLP can carry a key twice; Put rewrites the first).
 func writeFigures(attrs pcommon.Map, f *figures.Figures, r *figures.Reasoning, frames bool, maxStallEvents int) {
 	var produced figures.Set
+	// A span that carries no figure yet (no llm.stream.* attribute: the
+	// usual one) has nothing to remove once they are written.
+	carried := false
+	for k := range attrs.All() {
+		if strings.HasPrefix(k, semconv.StreamNamespace) {
+			carried = true
+			break
+		}
+	}
 	attrs.EnsureCapacity(attrs.Len() + 16)
 	attrs.PutInt(semconv.AttrChunkCount, int64(f.ChunkCount))
 	produced.Add(figures.IdxChunkCount)
@@ -203,7 +214,9 @@ func writeFigures(attrs pcommon.Map, f *figures.Figures, r *figures.Reasoning, f
 	// The caller rewrites or removes the seal, in its place: a second pass
 	// gives the identical span.
 	produced.Add(figures.IdxSeal)
-	removeOtherFigures(attrs, produced)
+	if carried {
+		removeOtherFigures(attrs, produced)
+	}
 }
 
 // removeOtherFigures removes every figure attribute not in produced, and
@@ -244,10 +257,13 @@ func (p *stallProcessor) writeStallEvents(events ptrace.SpanEventSlice, stalls [
 	}
 }
 
-// seal writes the seal of the evidence in s.chunks (figures.Sealer).
-func (p *stallProcessor) seal(s *scratch, span ptrace.Span) {
+// seal writes the seal of the evidence in s.chunks (figures.Sealer) and
+// returns it, valid until the sealer's next use.
+func (p *stallProcessor) seal(s *scratch, span ptrace.Span) []byte {
 	if s.sealer == nil {
 		s.sealer = figures.NewSealer()
 	}
-	span.Attributes().PutEmptyBytes(semconv.AttrFiguresSeal).FromRaw(s.sealer.Seal(span, &s.chunks))
+	seal := s.sealer.Seal(span, &s.chunks)
+	span.Attributes().PutEmptyBytes(semconv.AttrFiguresSeal).FromRaw(seal)
+	return seal
 }

@@ -23,6 +23,9 @@ type stallProcessor struct {
 	telemetry  *metadata.TelemetryBuilder
 	conditions *conditions
 	chunks     *figures.ChunkReader
+	// handoff takes the evidence of sealed spans to a stall_metrics
+	// connector of this process.
+	handoff *figures.Handoff
 	// markers is nil when marker_events has no first_chunk name.
 	markers        *figures.MarkerReader
 	threshold      int64
@@ -67,6 +70,7 @@ func newStallProcessor(set processor.Settings, cfg *Config) (*stallProcessor, er
 		telemetry:      tb,
 		conditions:     conds,
 		chunks:         chunks,
+		handoff:        figures.ProcessHandoff(),
 		markers:        figures.NewMarkerReader(cfg.MarkerEvents, chunks),
 		threshold:      cfg.StallThreshold.Nanoseconds(),
 		maxStallEvents: cfg.MaxStallEvents,

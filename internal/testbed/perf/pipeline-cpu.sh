@@ -6,7 +6,7 @@
 # stall and stall_metrics, against the same collector receiving only, on OTLP
 # spans of 200 chunk events; interleaved rounds with a second receive-only
 # collector as the A-vs-A control (docs/performance.md). Flags go to
-# pipelinecpu (-rounds, -spans, -chunks, -per-request).
+# pipelinecpu (-rounds, -spans, -chunks, -per-request, -compare-otelcol).
 set -eu
 cd "$(dirname "$0")/../../.."
 make otelcol

@@ -50,7 +50,13 @@ func NewSeries[V any](limit int, newValue func() V) *Series[V] {
 // the same attribute names in the same order (see AppendKey).
 func (s *Series[V]) Point(attrs []Attribute) *Point[V] {
 	s.key = AppendKey(s.key[:0], attrs)
-	if p, ok := s.points[string(s.key)]; ok {
+	return s.PointOfKey(s.key, attrs)
+}
+
+// PointOfKey is Point with the key of attrs already encoded
+// (AppendKey(nil, attrs)): metrics of the same attribute set encode it once.
+func (s *Series[V]) PointOfKey(key []byte, attrs []Attribute) *Point[V] {
+	if p, ok := s.points[string(key)]; ok {
 		return p
 	}
 	if len(s.points) >= s.limit {
@@ -63,7 +69,7 @@ func (s *Series[V]) Point(attrs []Attribute) *Point[V] {
 	}
 	p := &Point[V]{Attributes: pcommon.NewMap(), Value: s.newValue()}
 	Fill(p.Attributes, attrs)
-	s.points[string(s.key)] = p
+	s.points[string(key)] = p
 	return p
 }
 

@@ -43,6 +43,7 @@ func main() {
 	flag.IntVar(&o.perRequest, "per-request", 100, "spans per OTLP request")
 	flag.IntVar(&o.chunks, "chunks", 200, "chunk events per span")
 	flag.IntVar(&o.rounds, "rounds", 7, "rounds; every collector takes the spans once per round")
+	flag.StringVar(&o.compare, "compare-otelcol", "", "another build of the collector (another commit): its stall and stall_metrics collectors run in the same rounds, and each of ours is compared with its twin")
 	flag.Parse()
 	if err := run(o); err != nil {
 		log.Fatal(err)
@@ -50,7 +51,7 @@ func main() {
 }
 
 type options struct {
-	otelcol                           string
+	otelcol, compare                  string
 	spans, perRequest, chunks, rounds int
 }
 
@@ -108,14 +109,24 @@ func run(o options) error {
 		return err
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
-	var cols []*collector
+	type run struct{ name, config, bin string }
+	var runs []run
 	for _, p := range pipelines {
-		c, stop, err := startCollector(o.otelcol, filepath.Join(dir, p.name), p.config)
+		runs = append(runs, run{p.name, p.config, o.otelcol})
+	}
+	if o.compare != "" {
+		for _, p := range pipelines[2:] {
+			runs = append(runs, run{p.name + compareSuffix, p.config, o.compare})
+		}
+	}
+	var cols []*collector
+	for _, r := range runs {
+		c, stop, err := startCollector(r.bin, filepath.Join(dir, r.name), r.config)
 		if err != nil {
-			return fmt.Errorf("%s: %w", p.name, err)
+			return fmt.Errorf("%s: %w", r.name, err)
 		}
 		defer stop()
-		c.name = p.name
+		c.name = r.name
 		cols = append(cols, c)
 	}
 	bodies, err := requests(o)
@@ -141,19 +152,37 @@ func run(o options) error {
 	}
 	fmt.Printf("%d rounds of %d spans per collector (%d chunk events each, %d per OTLP request)\n", o.rounds, o.spans, o.chunks, o.perRequest)
 	base := cols[0]
+	stall := cols[slices.IndexFunc(cols, func(c *collector) bool { return c.name == "stall" })]
 	for _, c := range cols {
-		line := fmt.Sprintf("%-24s CPU %6.1f µs/span (median over rounds)", c.name, median(micros(c.cpu)))
+		line := fmt.Sprintf("%-32s CPU %6.1f µs/span (median over rounds)", c.name, median(micros(c.cpu)))
 		if c != base {
-			rs := make([]float64, len(c.cpu))
-			for i := range rs {
-				rs[i] = float64(c.cpu[i]) / float64(base.cpu[i])
-			}
-			slices.Sort(rs)
-			line += fmt.Sprintf("   / receive_only %.2fx [%.2f, %.2f]", median(rs), rs[0], rs[len(rs)-1])
+			line += "   / receive_only " + ratios(c, base)
+		}
+		if c.name == "stall_and_stall_metrics" {
+			// What stall_metrics adds to stall, from the same rounds.
+			line += "   / stall " + ratios(c, stall)
+		}
+		if twin, ok := strings.CutSuffix(c.name, compareSuffix); ok {
+			ours := cols[slices.IndexFunc(cols, func(c *collector) bool { return c.name == twin })]
+			line += "   ours / this " + ratios(ours, c)
 		}
 		fmt.Println(line)
 	}
 	return nil
+}
+
+// compareSuffix names the collectors of -compare-otelcol.
+const compareSuffix = "@compare"
+
+// ratios is the median and range over rounds of c's CPU per span to base's
+// in the same round.
+func ratios(c, base *collector) string {
+	rs := make([]float64, len(c.cpu))
+	for i := range rs {
+		rs[i] = float64(c.cpu[i]) / float64(base.cpu[i])
+	}
+	slices.Sort(rs)
+	return fmt.Sprintf("%.2fx [%.2f, %.2f]", median(rs), rs[0], rs[len(rs)-1])
 }
 
 // requests are the OTLP/protobuf bodies of one round: streaming calls of a
