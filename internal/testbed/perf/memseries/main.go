@@ -5,7 +5,9 @@
 // per attribute set: the stall processor and the stall_metrics connector (or
 // contrib's spanmetrics connector with exponential histograms, the anchor)
 // in front of contrib's prometheus exporter, filled with one attribute set
-// per model as e2e's TestConnectorMemoryPerSeries does, then scraped. It
+// per model as e2e's TestConnectorMemoryPerSeries does, then scraped (or in
+// front of otlp_http, or of prometheusremotewrite writing to a real
+// Prometheus, whose HTTP API then says what it stored). It
 // prints the live heap after a GC at each stage (robust: no GC headroom, no
 // timing) and the highest heap in use seen while it ran, and writes heap
 // profiles (go tool pprof -sample_index=inuse_space).
@@ -63,7 +65,8 @@ func main() {
 	flag.Float64Var(&o.trickleShare, "trickle-share", 0.1, "share of the sets that record a call in each interval of -trickle")
 	flag.IntVar(&o.scrapes, "scrapes", 3, "scrapes after the first complete one")
 	flag.StringVar(&o.profiles, "profiles", "", "directory for heap profiles (none when empty)")
-	flag.StringVar(&o.exporter, "exporter", "prometheus", "prometheus (scraped) or otlphttp (to a sink that reads and drops each request, as a Prometheus with OTLP ingest would)")
+	flag.StringVar(&o.exporter, "exporter", "prometheus", "prometheus (scraped), otlphttp (to a sink that reads and drops each request, as a Prometheus with OTLP ingest would) or prometheusremotewrite (to -prometheus-url)")
+	flag.StringVar(&o.prometheusURL, "prometheus-url", "", "base URL of the Prometheus that -exporter prometheusremotewrite writes to (its /api/v1/write, started with --web.enable-remote-write-receiver) and then queries; a fresh one for each run")
 	flag.BoolVar(&o.dump, "dump", false, "print the last scrape in the text format")
 	flag.Parse()
 	if err := run(o); err != nil {
@@ -79,6 +82,9 @@ type options struct {
 	profiles    string
 	dump        bool
 	exporter    string
+	// prometheusURL is where prometheusremotewrite writes and what is
+	// queried afterwards.
+	prometheusURL string
 	// flushInterval is the connector's; trickle intervals of steady
 	// traffic, trickleShare of the sets recording a call in each.
 	flushInterval time.Duration
@@ -99,13 +105,22 @@ func run(o options) error {
 		exp, err = newPrometheusExporter(ctx, addr)
 	case "otlphttp":
 		exp, err = newOTLPExporter(ctx, addr)
+	case "prometheusremotewrite":
+		exp, err = newRemoteWriteExporter(ctx, o.prometheusURL)
 	default:
 		err = fmt.Errorf("unknown exporter %q", o.exporter)
 	}
 	if err != nil {
 		return err
 	}
-	conn, err := newConnector(ctx, o, exp)
+	var next consumer.Metrics = exp
+	var kinds exportedKinds
+	if o.exporter == "prometheusremotewrite" {
+		if next, err = kinds.wrap(exp); err != nil {
+			return err
+		}
+	}
+	conn, err := newConnector(ctx, o, next)
 	if err != nil {
 		return err
 	}
@@ -178,6 +193,9 @@ func run(o options) error {
 	if o.exporter == "otlphttp" {
 		fmt.Printf("  %d OTLP requests of %d bytes on average\n", sink.requests.Load(), sink.bytes.Load()/max(1, sink.requests.Load()))
 		return nil
+	}
+	if o.exporter == "prometheusremotewrite" {
+		return checkRemoteWrite(ctx, o.prometheusURL, o, &kinds)
 	}
 	url := "http://" + addr + "/metrics"
 	deadline := time.Now().Add(2 * time.Minute)
@@ -282,7 +300,7 @@ func (o options) writeProfile(stage string) error {
 	if err := os.MkdirAll(o.profiles, 0o755); err != nil {
 		return err
 	}
-	f, err := os.Create(filepath.Join(o.profiles, fmt.Sprintf("%s-%s-%d-%s.pprof", o.connector, o.temporality, o.series, stage)))
+	f, err := os.Create(filepath.Join(o.profiles, fmt.Sprintf("%s-%s-%s-%d-%s.pprof", o.connector, o.exporter, o.temporality, o.series, stage)))
 	if err != nil {
 		return err
 	}
