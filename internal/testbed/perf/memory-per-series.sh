@@ -47,7 +47,7 @@ stop_prometheus() {
   if [ -n "$prom_pid" ]; then
     kill "$prom_pid" 2>/dev/null || true
     wait "$prom_pid" 2>/dev/null || true
-    if [ -s "$prom_dir/log" ]; then sed 's/^/prometheus: /' "$prom_dir/log" >&2; fi
+    grep -v 'Received SIGTERM' "$prom_dir/log" | sed 's/^/prometheus: /' >&2 || true
     rm -rf "$prom_dir"
   fi
   prom_pid=

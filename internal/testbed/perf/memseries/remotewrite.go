@@ -82,6 +82,8 @@ func checkRemoteWrite(ctx context.Context, promURL string, o options, kinds *exp
 	p := &harness.Prometheus{URL: strings.TrimSuffix(promURL, "/")}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
+	// Every push so far has been sent; the last may still be in flight.
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		n, err := count(ctx, p, "count(llm_stream_calls_total)")
 		if err != nil {
@@ -90,8 +92,8 @@ func checkRemoteWrite(ctx context.Context, promURL string, o options, kinds *exp
 		if n == o.series {
 			break
 		}
-		if n > o.series || ctx.Err() != nil {
-			return fmt.Errorf("prometheus holds %d llm_stream_calls_total series, %d sets were pushed (a Prometheus of its own for each run)", n, o.series)
+		if n > o.series || time.Now().After(deadline) {
+			return fmt.Errorf("prometheus holds %d llm_stream_calls_total series, %d sets were pushed (a Prometheus of its own for each run, with --enable-feature=native-histograms: 2.x refuses a whole request holding a native histogram without it)", n, o.series)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
