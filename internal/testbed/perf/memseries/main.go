@@ -9,7 +9,8 @@
 // front of otlp_http, or of prometheusremotewrite writing to a real
 // Prometheus, whose HTTP API then says what it stored). It
 // prints the live heap after a GC at each stage (robust: no GC headroom, no
-// timing) and the highest heap in use seen while it ran, and writes heap
+// timing), the highest heap in use seen while it ran and the process's peak
+// resident set (VmHWM, Linux), and writes heap
 // profiles (go tool pprof -sample_index=inuse_space).
 package main
 
@@ -28,6 +29,7 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -144,6 +146,13 @@ func run(o options) error {
 	defer stop()
 
 	baseline := liveHeap()
+	residentBaseline := peakResident()
+	perResident := func() string {
+		if residentBaseline == 0 {
+			return "unknown (no /proc/self/status)"
+		}
+		return fmt.Sprintf("%.1f", (float64(peakResident())-float64(residentBaseline))/float64(o.series)/1000)
+	}
 	per := func(b uint64) float64 { return (float64(b) - float64(baseline)) / float64(o.series) / 1000 }
 	start := time.Now().Add(-time.Minute)
 	const perRequest = 500
@@ -189,6 +198,7 @@ func run(o options) error {
 		}
 	}
 	fmt.Printf("  highest heap in use so far: %.1f\n", per(peak.Load()))
+	fmt.Printf("  peak resident set so far: %s\n", perResident())
 
 	if o.exporter == "otlphttp" {
 		fmt.Printf("  %d OTLP requests of %d bytes on average\n", sink.requests.Load(), sink.bytes.Load()/max(1, sink.requests.Load()))
@@ -221,6 +231,7 @@ func run(o options) error {
 	lo, hi = liveRange(o.flushInterval)
 	fmt.Printf("  live heap after a GC, after %d more scrapes: %.1f to %.1f\n", o.scrapes, per(lo), per(hi))
 	fmt.Printf("  highest heap in use, scrapes included: %.1f\n", per(peak.Load()))
+	fmt.Printf("  peak resident set, scrapes included: %s\n", perResident())
 	fmt.Printf("  one scrape: %d bytes (%.0f per set)\n", size, float64(size)/float64(o.series))
 	if err := o.writeProfile("scraped"); err != nil {
 		return err
@@ -263,6 +274,26 @@ func liveHeap() uint64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
+}
+
+// peakResident is the process's peak resident set (VmHWM) in bytes, 0 where
+// /proc/self/status does not say: what a memory limit must cover, the GC's
+// headroom and the runtime's own memory included.
+func peakResident() uint64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				return 0
+			}
+			return kb << 10
+		}
+	}
+	return 0
 }
 
 // sampleHeapInUse keeps the highest heap in use (spans holding objects,
