@@ -5,9 +5,12 @@
 // per attribute set: the stall processor and the stall_metrics connector (or
 // contrib's spanmetrics connector with exponential histograms, the anchor)
 // in front of contrib's prometheus exporter, filled with one attribute set
-// per model as e2e's TestConnectorMemoryPerSeries does, then scraped. It
+// per model as e2e's TestConnectorMemoryPerSeries does, then scraped (or in
+// front of otlp_http, or of prometheusremotewrite writing to a real
+// Prometheus, whose HTTP API then says what it stored). It
 // prints the live heap after a GC at each stage (robust: no GC headroom, no
-// timing) and the highest heap in use seen while it ran, and writes heap
+// timing), the highest heap in use seen while it ran and the process's peak
+// resident set (VmHWM, Linux), and writes heap
 // profiles (go tool pprof -sample_index=inuse_space).
 package main
 
@@ -26,6 +29,7 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -63,7 +67,8 @@ func main() {
 	flag.Float64Var(&o.trickleShare, "trickle-share", 0.1, "share of the sets that record a call in each interval of -trickle")
 	flag.IntVar(&o.scrapes, "scrapes", 3, "scrapes after the first complete one")
 	flag.StringVar(&o.profiles, "profiles", "", "directory for heap profiles (none when empty)")
-	flag.StringVar(&o.exporter, "exporter", "prometheus", "prometheus (scraped) or otlphttp (to a sink that reads and drops each request, as a Prometheus with OTLP ingest would)")
+	flag.StringVar(&o.exporter, "exporter", "prometheus", "prometheus (scraped), otlphttp (to a sink that reads and drops each request, as a Prometheus with OTLP ingest would) or prometheusremotewrite (to -prometheus-url)")
+	flag.StringVar(&o.prometheusURL, "prometheus-url", "", "base URL of the Prometheus that -exporter prometheusremotewrite writes to (its /api/v1/write, started with --web.enable-remote-write-receiver) and then queries; a fresh one for each run")
 	flag.BoolVar(&o.dump, "dump", false, "print the last scrape in the text format")
 	flag.Parse()
 	if err := run(o); err != nil {
@@ -79,6 +84,9 @@ type options struct {
 	profiles    string
 	dump        bool
 	exporter    string
+	// prometheusURL is where prometheusremotewrite writes and what is
+	// queried afterwards.
+	prometheusURL string
 	// flushInterval is the connector's; trickle intervals of steady
 	// traffic, trickleShare of the sets recording a call in each.
 	flushInterval time.Duration
@@ -99,13 +107,22 @@ func run(o options) error {
 		exp, err = newPrometheusExporter(ctx, addr)
 	case "otlphttp":
 		exp, err = newOTLPExporter(ctx, addr)
+	case "prometheusremotewrite":
+		exp, err = newRemoteWriteExporter(ctx, o.prometheusURL)
 	default:
 		err = fmt.Errorf("unknown exporter %q", o.exporter)
 	}
 	if err != nil {
 		return err
 	}
-	conn, err := newConnector(ctx, o, exp)
+	var next consumer.Metrics = exp
+	var kinds exportedKinds
+	if o.exporter == "prometheusremotewrite" {
+		if next, err = kinds.wrap(exp); err != nil {
+			return err
+		}
+	}
+	conn, err := newConnector(ctx, o, next)
 	if err != nil {
 		return err
 	}
@@ -129,6 +146,13 @@ func run(o options) error {
 	defer stop()
 
 	baseline := liveHeap()
+	residentBaseline := peakResident()
+	perResident := func() string {
+		if residentBaseline == 0 {
+			return "unknown (no /proc/self/status)"
+		}
+		return fmt.Sprintf("%.1f", (float64(peakResident())-float64(residentBaseline))/float64(o.series)/1000)
+	}
 	per := func(b uint64) float64 { return (float64(b) - float64(baseline)) / float64(o.series) / 1000 }
 	start := time.Now().Add(-time.Minute)
 	const perRequest = 500
@@ -174,10 +198,14 @@ func run(o options) error {
 		}
 	}
 	fmt.Printf("  highest heap in use so far: %.1f\n", per(peak.Load()))
+	fmt.Printf("  peak resident set so far: %s\n", perResident())
 
 	if o.exporter == "otlphttp" {
 		fmt.Printf("  %d OTLP requests of %d bytes on average\n", sink.requests.Load(), sink.bytes.Load()/max(1, sink.requests.Load()))
 		return nil
+	}
+	if o.exporter == "prometheusremotewrite" {
+		return checkRemoteWrite(ctx, o.prometheusURL, o, &kinds)
 	}
 	url := "http://" + addr + "/metrics"
 	deadline := time.Now().Add(2 * time.Minute)
@@ -203,6 +231,7 @@ func run(o options) error {
 	lo, hi = liveRange(o.flushInterval)
 	fmt.Printf("  live heap after a GC, after %d more scrapes: %.1f to %.1f\n", o.scrapes, per(lo), per(hi))
 	fmt.Printf("  highest heap in use, scrapes included: %.1f\n", per(peak.Load()))
+	fmt.Printf("  peak resident set, scrapes included: %s\n", perResident())
 	fmt.Printf("  one scrape: %d bytes (%.0f per set)\n", size, float64(size)/float64(o.series))
 	if err := o.writeProfile("scraped"); err != nil {
 		return err
@@ -247,6 +276,26 @@ func liveHeap() uint64 {
 	return m.HeapAlloc
 }
 
+// peakResident is the process's peak resident set (VmHWM) in bytes, 0 where
+// /proc/self/status does not say: what a memory limit must cover, the GC's
+// headroom and the runtime's own memory included.
+func peakResident() uint64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				return 0
+			}
+			return kb << 10
+		}
+	}
+	return 0
+}
+
 // sampleHeapInUse keeps the highest heap in use (spans holding objects,
 // live or not yet collected) seen every few milliseconds: the heap's share
 // of a resident-set peak, GC headroom included. runtime/metrics reads it
@@ -282,7 +331,7 @@ func (o options) writeProfile(stage string) error {
 	if err := os.MkdirAll(o.profiles, 0o755); err != nil {
 		return err
 	}
-	f, err := os.Create(filepath.Join(o.profiles, fmt.Sprintf("%s-%s-%d-%s.pprof", o.connector, o.temporality, o.series, stage)))
+	f, err := os.Create(filepath.Join(o.profiles, fmt.Sprintf("%s-%s-%s-%d-%s.pprof", o.connector, o.exporter, o.temporality, o.series, stage)))
 	if err != nil {
 		return err
 	}
