@@ -402,7 +402,7 @@ func TestPrometheusQueries(t *testing.T) {
 			}
 			return nil
 		})
-		require.Len(t, groups, 2)
+		require.Len(t, groups, 3) // recording, the alerts over them, the proxy alert over the collector's own metrics
 		for _, g := range groups {
 			assert.Equal(t, abs, g.File)
 			for _, r := range g.Rules {
