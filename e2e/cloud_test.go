@@ -58,19 +58,24 @@ func startCloudGateway(t *testing.T, fake string) (*cloudGateway, string) {
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.SetURL(target)
 			p := r.In.URL.Path
+			// The body is read whole before it is forwarded, as sse_capture
+			// reads it: a ReverseProxy that streams it can lose the upstream
+			// connection to net/http's race between the server closing the
+			// request body once the response is flushed and the Transport's
+			// last read of it (the go_bare path of the bench package).
+			body, _ := io.ReadAll(r.Out.Body)
 			if m := vertexAnthropicPath.FindStringSubmatch(p); m != nil {
-				body, _ := io.ReadAll(r.Out.Body)
 				var fields map[string]any
 				_ = json.Unmarshal(body, &fields)
 				fields["model"] = m[1]
 				body, _ = json.Marshal(fields)
-				r.Out.Body, r.Out.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
-				r.Out.Header.Del("Content-Length")
 				p = "/v1/messages"
 			} else if _, op, ok := strings.Cut(p, "/openai/deployments/"); ok {
 				_, op, _ = strings.Cut(op, "/")
 				p = "/v1/" + op
 			}
+			r.Out.Body, r.Out.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+			r.Out.Header.Del("Content-Length")
 			r.Out.URL.Path, r.Out.URL.RawPath, r.Out.URL.RawQuery = p, "", ""
 		},
 	}
