@@ -57,6 +57,8 @@ func TestSequenceTracker(t *testing.T) {
 		{"unfinished number", `{"sequence_number":12`, 0},
 		{"too long", `{"sequence_number":1234567890123456789}`, 0},
 		{"back to back", `"sequence_number":1"sequence_number":2,`, 3},
+		{"a key's closing quote opens the next", `"sequence_number"sequence_number":0,`, 1},
+		{"a space between", `"sequence_number" sequence_number":0,`, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			require.Equal(t, tc.want, nextSequence([]byte(tc.in)), "the reference agrees")

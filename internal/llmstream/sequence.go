@@ -32,9 +32,12 @@ const (
 type sequenceTracker struct {
 	state   sequenceState
 	matched int // bytes of the key matched, in seqKey
-	digits  int
-	value   int64
-	next    int64 // one past the largest value seen
+	// quoted: in seqColon, the last byte was the key's closing quote,
+	// which may open a key of its own.
+	quoted bool
+	digits int
+	value  int64
+	next   int64 // one past the largest value seen
 }
 
 // Next returns the sequence number that follows the last one the bytes
@@ -49,7 +52,7 @@ func (t *sequenceTracker) track(p []byte) {
 				t.keySuffix(p)
 				return
 			}
-			t.state, p = seqColon, p[i+len(sequenceKey):]
+			t.state, t.quoted, p = seqColon, true, p[i+len(sequenceKey):]
 			continue
 		}
 		p = t.step(p)
@@ -81,13 +84,20 @@ func (t *sequenceTracker) step(p []byte) []byte {
 				return p[i:] // the byte may start a key itself
 			}
 			if t.matched++; t.matched == len(sequenceKey) {
-				t.state = seqColon
+				t.state, t.quoted = seqColon, true
 			}
 		case seqColon:
 			switch {
 			case c == ':':
 				t.state = seqValue
-			case !isJSONSpace(c):
+			case isJSONSpace(c):
+				t.quoted = false
+			case t.quoted:
+				// Not JSON, but the bytes are what they are: the key's
+				// closing quote may be the opening one of another key.
+				t.state, t.matched = seqKey, 1
+				return p[i:]
+			default:
 				t.state = seqIdle
 				return p[i:]
 			}
