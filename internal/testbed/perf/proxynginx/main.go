@@ -457,17 +457,7 @@ func startCollector(bin, dir, upstream string) (*path, func(), error) {
 		return nil, nil, err
 	}
 	cmd := exec.Command(bin, "--config", cfg)
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		return nil, nil, err
-	}
-	stop := func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }
-	if err := waitListening(addr); err != nil {
-		stop()
-		return nil, nil, fmt.Errorf("%w\n%s", err, logs.String())
-	}
-	return &path{url: "http://" + addr, proc: cmd.Process}, stop, nil
+	return startListening(cmd, addr)
 }
 
 // bareEnv makes this program a bare reverse proxy ("upstream addr"): the
@@ -488,17 +478,7 @@ func startBare(upstream string) (*path, func(), error) {
 	}
 	cmd := exec.Command(self)
 	cmd.Env = append(os.Environ(), bareEnv+"="+upstream+" "+addr)
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		return nil, nil, err
-	}
-	stop := func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }
-	if err := waitListening(addr); err != nil {
-		stop()
-		return nil, nil, fmt.Errorf("%w\n%s", err, logs.String())
-	}
-	return &path{url: "http://" + addr, proc: cmd.Process}, stop, nil
+	return startListening(cmd, addr)
 }
 
 // serveBare is the go_bare process: it serves until SIGTERM ends it.
@@ -575,6 +555,12 @@ func startNginx(bin, dir, upstream string, workers int) (*path, func(), error) {
 		return nil, nil, err
 	}
 	cmd := exec.Command(bin, "-c", cfg, "-p", dir, "-e", filepath.Join(dir, "error.log"))
+	return startListening(cmd, addr)
+}
+
+// startListening starts a proxy process that is to listen on addr and
+// waits until it does; its output is kept for the error of one that fails.
+func startListening(cmd *exec.Cmd, addr string) (*path, func(), error) {
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
