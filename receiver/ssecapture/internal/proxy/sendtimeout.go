@@ -57,9 +57,9 @@ func (s *sendDeadline) Write(p []byte) (int, error) {
 }
 
 // FlushError is what http.ResponseController.Flush (ReverseProxy's) calls
-// first: the flush is where the bytes meet the socket.
+// first: the flush is where the bytes meet the socket, under the deadline
+// the Write before it set (a flush with nothing written sends nothing).
 func (s *sendDeadline) FlushError() error {
-	s.arm()
 	err := s.rc.Flush()
 	s.note(err)
 	return err
