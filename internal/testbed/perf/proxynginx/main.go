@@ -3,18 +3,26 @@
 
 // Command proxynginx compares, process against process, the ocb-built
 // collector's sse_capture proxy with nginx as a reverse proxy, both in front
-// of the same fakellm on loopback. Every path (direct, sse_capture, a second
-// identical sse_capture, a bare Go httputil.ReverseProxy, nginx, a second
-// identical nginx) streams the same scripted answers in interleaved rounds
-// whose order rotates; the second
-// copies are the A-vs-A controls: how far two identical processes differ is
-// the resolution of every ratio. It reports, per path, the CPU time of the
-// process under test per content chunk (utime+stime from /proc/PID/stat, its
-// children included) and the latency each chunk gains on the way (client
-// arrival minus fakellm's flush of it, minus the direct path's in the same
-// round) at p50 and p99, and the ratios against nginx as medians over
-// rounds with their range. proxy-vs-nginx.sh builds and installs what it
-// needs.
+// of the same fakellm on loopback. Every path streams the same scripted
+// answers in interleaved rounds whose order rotates:
+//   - direct, to fakellm;
+//   - sse_capture, and a second identical one;
+//   - go_bare, a bare Go httputil.ReverseProxy: Go's net/http, capturing
+//     nothing;
+//   - go_tcp, a byte relay on Go's network poller: no HTTP at all, the floor
+//     of any proxy built on net.Conn;
+//   - go_epoll, the same relay on an epoll loop of its own, outside Go's
+//     poller and scheduler, in nginx's shape;
+//   - nginx, and a second identical one.
+//
+// The second copies are the A-vs-A controls: how far two identical processes
+// differ is the resolution of every ratio. It reports, per path, the CPU
+// time of the process under test per content chunk (utime+stime from
+// /proc/PID/stat, its children included) and the latency each chunk gains on
+// the way (client arrival minus fakellm's flush of it, minus the direct
+// path's in the same round) at p50 and p99, and the ratios against nginx as
+// medians over rounds with their range. proxy-vs-nginx.sh builds and
+// installs what it needs.
 package main
 
 import (
@@ -49,12 +57,13 @@ import (
 )
 
 func main() {
-	if spec := os.Getenv(bareEnv); spec != "" {
-		upstream, addr, _ := strings.Cut(spec, " ")
-		if err := serveBare(upstream, addr); err != nil {
-			log.Fatal(err)
+	// This program is also each Go proxy it compares, in a process of its
+	// own: the variable names which and says "upstream addr".
+	for env, serve := range map[string]func(upstream, addr string) error{bareEnv: serveBare, tcpEnv: serveTCP, epollEnv: serveEpoll} {
+		if spec := os.Getenv(env); spec != "" {
+			upstream, addr, _ := strings.Cut(spec, " ")
+			log.Fatal(serve(upstream, addr))
 		}
-		return
 	}
 	var o options
 	flag.StringVar(&o.otelcol, "otelcol", "_build/otelcol-streamstall", "the ocb-built collector")
@@ -127,6 +136,20 @@ func run(o options) error {
 	stops = append(stops, stop)
 	bare.name = "go_bare"
 	paths = append(paths, bare)
+	relay, stop, err := startSelf(tcpEnv, upstream)
+	if err != nil {
+		return fmt.Errorf("go_tcp: %w", err)
+	}
+	stops = append(stops, stop)
+	relay.name = "go_tcp"
+	paths = append(paths, relay)
+	own, stop, err := startSelf(epollEnv, upstream)
+	if err != nil {
+		return fmt.Errorf("go_epoll: %w", err)
+	}
+	stops = append(stops, stop)
+	own.name = "go_epoll"
+	paths = append(paths, own)
 	bin, err := findNginx(o.nginx)
 	if err != nil {
 		return err
@@ -231,6 +254,8 @@ func report(w io.Writer, o options, paths []*path, steal float64) {
 	ratio("  control: sse_capture_again / sse_capture", captureAgain, capture, cpu)
 	ratio("  control: nginx_again / nginx", nginxAgain, nginx, cpu)
 	ratio("CPU per chunk, go_bare / nginx", byName["go_bare"], nginx, cpu)
+	ratio("CPU per chunk, go_tcp / nginx", byName["go_tcp"], nginx, cpu)
+	ratio("CPU per chunk, go_epoll / nginx", byName["go_epoll"], nginx, cpu)
 	ratio("added p50, sse_capture / nginx", capture, nginx, a50)
 	ratio("  control: nginx_again / nginx", nginxAgain, nginx, a50)
 	ratio("added p99, sse_capture / nginx", capture, nginx, a99)
@@ -467,7 +492,10 @@ const bareEnv = "PROXYNGINX_BARE"
 // startBare runs this program again as a plain httputil.ReverseProxy that
 // flushes every write and captures nothing: the floor of any Go proxy, which
 // tells the capture's cost apart from Go's net/http.
-func startBare(upstream string) (*path, func(), error) {
+func startBare(upstream string) (*path, func(), error) { return startSelf(bareEnv, upstream) }
+
+// startSelf runs this program again as the proxy that env names.
+func startSelf(env, upstream string) (*path, func(), error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, nil, err
@@ -477,8 +505,65 @@ func startBare(upstream string) (*path, func(), error) {
 		return nil, nil, err
 	}
 	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), bareEnv+"="+upstream+" "+addr)
+	cmd.Env = append(os.Environ(), env+"="+upstream+" "+addr)
 	return startListening(cmd, addr)
+}
+
+// epollEnv makes this program a byte relay on an epoll loop of its own
+// ("upstream addr"): the go_epoll path.
+const epollEnv = "PROXYNGINX_EPOLL"
+
+// tcpEnv makes this program a byte relay ("upstream addr"): the go_tcp path.
+const tcpEnv = "PROXYNGINX_TCP"
+
+// serveTCP is the go_tcp process: every client connection gets an upstream
+// connection of its own, and each direction is one goroutine that reads what
+// is there and writes it at once. It does not speak HTTP: it is the floor of
+// any proxy on Go's network poller, below net/http.
+func serveTCP(upstream, addr string) error {
+	target, err := url.Parse(upstream)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return err
+		}
+		go func() {
+			defer func() { _ = c.Close() }()
+			u, err := net.Dial("tcp", target.Host)
+			if err != nil {
+				return
+			}
+			defer func() { _ = u.Close() }()
+			go relayBytes(u, c)
+			relayBytes(c, u)
+		}()
+	}
+}
+
+// relayBytes copies src to dst with plain reads and writes (io.Copy would
+// splice between two TCP connections, which no HTTP proxy can do).
+func relayBytes(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	_ = dst.Close()
+	_ = src.Close()
 }
 
 // serveBare is the go_bare process: it serves until SIGTERM ends it.
@@ -490,7 +575,20 @@ func serveBare(upstream, addr string) error {
 	rp := httputil.NewSingleHostReverseProxy(target)
 	rp.FlushInterval = -1
 	rp.Transport = &http.Transport{MaxIdleConnsPerHost: 1000}
-	srv := &http.Server{Addr: addr, Handler: rp, ReadHeaderTimeout: 10 * time.Second}
+	// The request body is read whole before it is forwarded, as sse_capture
+	// does: streamed, a Transport's last read of it races the server's
+	// drain of it at the handler's end and loses a stream now and then
+	// ("unexpected EOF").
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+		rp.ServeHTTP(w, r)
+	})
+	srv := &http.Server{Addr: addr, Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	return srv.ListenAndServe()
 }
 

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"os"
 	"os/exec"
@@ -58,11 +59,17 @@ func countSyscalls(ctx context.Context, dir, upstream string, paths []*path, scr
 			return nil, err
 		}
 		time.Sleep(500 * time.Millisecond) // strace attaches to every thread
-		lat, _, runErr := runStreams(ctx, upstream, p.url, scripts)
+		lat, errs, runErr := runStreams(ctx, upstream, p.url, scripts)
 		_ = cmd.Process.Signal(syscall.SIGINT) // strace -c writes its table as it detaches
 		_ = cmd.Wait()
 		if runErr != nil {
-			return nil, fmt.Errorf("%s under strace: %w", p.name, runErr)
+			// The counts are per chunk that arrived: a lost stream (go_bare
+			// may lose one to net/http's request-body race) leaves them
+			// sound, unless none arrived.
+			if len(lat) == 0 {
+				return nil, fmt.Errorf("%s under strace: %w", p.name, runErr)
+			}
+			log.Printf("%s under strace: %d failed streams, first: %v", p.name, errs, runErr)
 		}
 		c, err := readStraceSummary(file)
 		if err != nil {
