@@ -206,7 +206,11 @@ func pipelineInput(b *testing.B) []byte {
 // into the started connector, which takes what the processor judged from
 // the hand-off; pipeline_read_twice the same with no connector started, so
 // that nothing is handed off and the connector reads each sealed span's
-// chunk times again (figures.ChunkReader.ReadSealed).
+// chunk times again (figures.ChunkReader.ReadSealed). read_floor is the
+// least any design that reads the evidence pays after the decode: one
+// touch of each event's name, time and kind, nothing written, nothing
+// recorded; figures_floor the least any design pays for the figures (see
+// figuresFloor).
 func BenchmarkPipelineVsReceive(b *testing.B) {
 	body := pipelineInput(b)
 	c, err := newStallMetrics(connectorSettings(), defaultConfig(), consumertest.NewNop(), clockwork.NewFakeClock())
@@ -247,6 +251,118 @@ func BenchmarkPipelineVsReceive(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	// readFloor touches what any reader of the evidence must: each event's
+	// name, time and kind, once, and keeps nothing but a sum.
+	readFloor := func() {
+		td, err := u.UnmarshalTraces(body)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var sum int64
+		for _, rs := range td.ResourceSpans().All() {
+			for _, ss := range rs.ScopeSpans().All() {
+				for _, span := range ss.Spans().All() {
+					for _, ev := range span.Events().All() {
+						if ev.Name() == semconv.EventChunk {
+							sum += int64(ev.Timestamp())
+							if kind, ok := ev.Attributes().Get(semconv.AttrChunkKind); ok && kind.Str() == semconv.ChunkKindReasoning {
+								sum++
+							}
+						}
+					}
+				}
+			}
+		}
+		floorSink = sum
+	}
+	// figuresFloor is the least any design pays for the figures: the read
+	// floor, then what the contract writes on each span (the stall
+	// processor's figure attributes and its three stall events, their
+	// positions known beforehand, nothing looked for and no seal), and each
+	// gap recorded once, in bulk, into one histogram per model.
+	// The connector's default histograms.
+	scale, err := exphist.ScaleForAccuracy(defaultConfig().Histogram.RelativeAccuracy)
+	if err != nil {
+		b.Fatal(err)
+	}
+	layout, err := exphist.NewLayout(scale, defaultConfig().Histogram.MaxBuckets)
+	if err != nil {
+		b.Fatal(err)
+	}
+	gapHists := map[string]*exphist.Histogram{}
+	var times []int64
+	var gaps []float64
+	figuresFloor := func() {
+		td, err := u.UnmarshalTraces(body)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, rs := range td.ResourceSpans().All() {
+			for _, ss := range rs.ScopeSpans().All() {
+				for _, span := range ss.Spans().All() {
+					times = times[:0]
+					firstAnswer := int64(-1)
+					events := span.Events()
+					for _, ev := range events.All() {
+						if ev.Name() != semconv.EventChunk {
+							continue
+						}
+						t := int64(ev.Timestamp())
+						times = append(times, t)
+						if kind, ok := ev.Attributes().Get(semconv.AttrChunkKind); firstAnswer < 0 && (!ok || kind.Str() != semconv.ChunkKindReasoning) {
+							firstAnswer = t
+						}
+					}
+					start := int64(span.StartTimestamp())
+					first, last := times[0], times[len(times)-1]
+					stalls := [3]int{50, 100, 150}
+					var stallTotal, maxStall int64
+					for _, after := range stalls {
+						gap := times[after] - times[after-1]
+						stallTotal += gap
+						maxStall = max(maxStall, gap)
+					}
+					attrs := span.Attributes()
+					attrs.EnsureCapacity(attrs.Len() + 11)
+					attrs.PutInt(semconv.AttrChunkCount, int64(len(times)))
+					attrs.PutDouble(semconv.AttrTTFTMs, figures.Millis(first-start))
+					attrs.PutDouble(semconv.AttrTimeToFirstChunk, float64(first-start)/1e9)
+					attrs.PutDouble(semconv.AttrGenerationMs, figures.Millis(last-first))
+					attrs.PutDouble(semconv.AttrStallThresholdMs, 2000)
+					attrs.PutDouble(semconv.AttrStallMs, figures.Millis(stallTotal))
+					attrs.PutInt(semconv.AttrStallCount, int64(len(stalls)))
+					attrs.PutDouble(semconv.AttrMaxStallMs, figures.Millis(maxStall))
+					attrs.PutDouble(semconv.AttrActiveGenerationMs, figures.Millis(last-first-stallTotal))
+					attrs.PutDouble(semconv.AttrActiveTPS, 259/(float64(last-first-stallTotal)/1e9))
+					attrs.PutDouble(semconv.AttrTimeToFirstAnswerMs, figures.Millis(firstAnswer-start))
+					events.EnsureCapacity(events.Len() + len(stalls))
+					for _, after := range stalls {
+						ev := events.AppendEmpty()
+						ev.SetName(semconv.EventStall)
+						ev.SetTimestamp(pcommon.Timestamp(times[after-1]))
+						evAttrs := ev.Attributes()
+						evAttrs.EnsureCapacity(3)
+						evAttrs.PutDouble(semconv.AttrStallEventDurationMs, figures.Millis(times[after]-times[after-1]))
+						evAttrs.PutInt(semconv.AttrStallEventAfterChunk, int64(after))
+						evAttrs.PutInt(semconv.AttrStallEventGaps, 1)
+					}
+					model, _ := attrs.Get(semconv.AttrRequestModel)
+					h := gapHists[model.Str()]
+					if h == nil {
+						h = layout.NewHistogram()
+						gapHists[model.Str()] = h
+					}
+					gaps = gaps[:0]
+					for i := 1; i < len(times); i++ {
+						gaps = append(gaps, float64(times[i]-times[i-1])/1e9)
+					}
+					if err := h.RecordAll(gaps); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		}
+	}
 	startConnector := func(b *testing.B) {
 		if err := c.Start(ctx, componenttest.NewNopHost()); err != nil {
 			b.Fatal(err)
@@ -259,6 +375,8 @@ func BenchmarkPipelineVsReceive(b *testing.B) {
 		setUp func(*testing.B)
 	}{
 		{"control", receive, receive, nil},
+		{"read_floor", receive, readFloor, nil},
+		{"figures_floor", receive, figuresFloor, nil},
 		{"processor", receive, processor, nil},
 		{"pipeline_read_twice", receive, pipeline, nil},
 		{"pipeline", receive, pipeline, startConnector},
@@ -289,6 +407,9 @@ func BenchmarkPipelineVsReceive(b *testing.B) {
 		})
 	}
 }
+
+// floorSink keeps the read floor's loads from being optimized away.
+var floorSink int64
 
 // BenchmarkConnectorHandoffVsReadSealed is what the connector costs per
 // span right after the stall processor, with the evidence the processor
