@@ -153,6 +153,7 @@ func New(set Settings) (*Proxy, error) {
 	if set.Guard != nil {
 		transport = &guardTransport{next: transport}
 	}
+	transport = &noInformational{next: transport}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:        p.rewrite,
 		Transport:      transport,
@@ -370,8 +371,10 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	// trailers" and, for an upgrade, "Connection: Upgrade" and "Upgrade"
 	// before calling Rewrite. Nothing hop-by-hop goes on: an LLM call never
 	// switches protocols, and an upstream has no use for our client's
-	// trailer support.
-	for _, h := range []string{"Connection", "Te", "Upgrade"} {
+	// trailer support. Nor does Expect: the body is read whole already (the
+	// server sent the client its 100 Continue), and the Transport would
+	// wait for the upstream's before sending it.
+	for _, h := range []string{"Connection", "Te", "Upgrade", "Expect"} {
 		pr.Out.Header.Del(h)
 	}
 	// The client's codings that the proxy can decode on the side, or
