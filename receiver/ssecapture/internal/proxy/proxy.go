@@ -237,6 +237,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.logger.Debug("cannot clear the write deadline", zap.Error(err))
 	}
 
+	if tunnelMethod(r.Method) {
+		w.Header().Set("Allow", "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS")
+		writeJSONError(w, http.StatusMethodNotAllowed, "method_not_allowed",
+			fmt.Sprintf("the proxy forwards API calls, not %s", r.Method))
+		return
+	}
 	if !staysUnderPrefix(p.prefix, r.URL) {
 		writeJSONError(w, http.StatusBadRequest, "bad_request", "the request path leaves the upstream's path")
 		return
@@ -285,6 +291,19 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer c.finish() // also when ReverseProxy aborts the handler with http.ErrAbortHandler
 	ctx = context.WithValue(r.Context(), callKey{}, c)
 	p.rp.ServeHTTP(w, r.WithContext(c.outgoingContext(ctx)))
+}
+
+// tunnelMethod reports whether a request method is never an API call:
+// CONNECT asks for a tunnel (the upstream, were it a forward proxy, would
+// open one past every bound of the proxy), TRACE and TRACK echo the
+// request back (with the upstream's configured credential headers), and
+// PRI is HTTP/2's connection preface sent as HTTP/1.
+func tunnelMethod(m string) bool {
+	switch m {
+	case http.MethodConnect, http.MethodTrace, "TRACK", "PRI":
+		return true
+	}
+	return false
 }
 
 // maxPathDecodings bounds how many layers of percent-encoding are peeled off
