@@ -206,6 +206,16 @@ func (p *Proxy) Stop() { p.stop() }
 func (p *Proxy) stopped() bool { return p.stopCtx.Err() != nil }
 
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if len(r.TransferEncoding) > 0 {
+		// A chunked request may also have come with a Content-Length, which
+		// net/http drops without a trace: a server in front that framed it
+		// by that length would take the bytes after the chunked body for its
+		// next client's request, which this connection would serve. RFC 9112
+		// asks to close the connection after such a request; the proxy
+		// cannot tell it apart, so it closes after every chunked one (SDKs
+		// send a Content-Length).
+		w.Header().Set("Connection", "close")
+	}
 	p.inflight.Add(1)
 	defer p.inflight.Done()
 	active := p.active.Add(1)
