@@ -58,17 +58,27 @@ func TestProxyRequestFraming(t *testing.T) {
 		name, request, status string
 		forwarded             string // the upstream's request line, "" if none
 	}{
-		{"two Content-Lengths", fmt.Sprintf("POST /v1/chat/completions HTTP/1.1\r\nHost: proxy\r\nContent-Length: %d\r\nContent-Length: 5\r\nConnection: close\r\n\r\n%s", len(body), body),
-			"400 Bad Request", ""},
-		{"chunked, identity", fmt.Sprintf("POST /v1/chat/completions HTTP/1.1\r\nHost: proxy\r\nTransfer-Encoding: chunked, identity\r\nConnection: close\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", len(body), body),
-			"501 Not Implemented", ""},
-		{"HTTP/1.0", fmt.Sprintf("POST /v1/chat/completions HTTP/1.0\r\nHost: proxy\r\nContent-Length: %d\r\n\r\n%s", len(body), body),
-			"200 OK", "POST /openai/v1/chat/completions HTTP/1.1"},
+		{
+			"two Content-Lengths", fmt.Sprintf("POST /v1/chat/completions HTTP/1.1\r\nHost: proxy\r\nContent-Length: %d\r\nContent-Length: 5\r\nConnection: close\r\n\r\n%s", len(body), body),
+			"400 Bad Request", "",
+		},
+		{
+			"chunked, identity", fmt.Sprintf("POST /v1/chat/completions HTTP/1.1\r\nHost: proxy\r\nTransfer-Encoding: chunked, identity\r\nConnection: close\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", len(body), body),
+			"501 Not Implemented", "",
+		},
+		{
+			"HTTP/1.0", fmt.Sprintf("POST /v1/chat/completions HTTP/1.0\r\nHost: proxy\r\nContent-Length: %d\r\n\r\n%s", len(body), body),
+			"200 OK", "POST /openai/v1/chat/completions HTTP/1.1",
+		},
 		{"Max-Forwards", rawChat("Max-Forwards: 0\r\n"), "200 OK", "POST /openai/v1/chat/completions HTTP/1.1"},
-		{"absolute-form", fmt.Sprintf("POST http://other.example/v1/chat/completions HTTP/1.1\r\nHost: other.example\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body),
-			"200 OK", "POST /openai/v1/chat/completions HTTP/1.1"},
-		{"absolute-form leaving the prefix", fmt.Sprintf("POST http://other.example/../admin/v1/chat/completions HTTP/1.1\r\nHost: other.example\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body),
-			"400 Bad Request", ""},
+		{
+			"absolute-form", fmt.Sprintf("POST http://other.example/v1/chat/completions HTTP/1.1\r\nHost: other.example\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body),
+			"200 OK", "POST /openai/v1/chat/completions HTTP/1.1",
+		},
+		{
+			"absolute-form leaving the prefix", fmt.Sprintf("POST http://other.example/../admin/v1/chat/completions HTTP/1.1\r\nHost: other.example\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body),
+			"400 Bad Request", "",
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := len(up.requests())
