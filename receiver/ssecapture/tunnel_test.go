@@ -4,9 +4,14 @@
 package ssecapture
 
 import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -66,6 +71,54 @@ func TestProxyNeverSwitchesProtocols(t *testing.T) {
 			}
 			span := f.spans(t, 1)[0]
 			assert.Equal(t, int64(http.StatusBadGateway), attr(t, span, "http.response.status_code").Int())
+		})
+	}
+}
+
+// TestProxyClosesAnUpstreamThatSwitchedProtocols: the connection of an
+// upstream that answered 101 and holds it open is closed by the proxy with
+// the 502, guarded or not: ReverseProxy's refusal of the switch left it
+// open (its body, the raw connection, was never closed), one descriptor a
+// call for as long as the upstream liked.
+func TestProxyClosesAnUpstreamThatSwitchedProtocols(t *testing.T) {
+	for _, guarded := range []bool{false, true} {
+		t.Run(fmt.Sprintf("guarded=%v", guarded), func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			require.NoError(t, err)
+			defer func() { _ = ln.Close() }()
+			closed := make(chan error, 1)
+			go func() {
+				c, err := ln.Accept()
+				if err != nil {
+					closed <- err
+					return
+				}
+				defer func() { _ = c.Close() }()
+				_ = c.SetDeadline(time.Now().Add(testTimeout))
+				br := bufio.NewReader(c)
+				if _, err := http.ReadRequest(br); err != nil {
+					closed <- err
+					return
+				}
+				_, _ = io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\nTUNNEL-BYTES")
+				_, err = io.Copy(io.Discard, br) // until the proxy closes the connection
+				closed <- err
+			}()
+			f := newFixture(t, nil, withProxy(func(p *ProxyConfig) {
+				p.Upstream.Endpoint = "http://" + ln.Addr().String()
+				if guarded {
+					p.Guard.GetOrInsertDefault()
+				}
+			}))
+			got := rawExchange(t, f.rcv.addrs["proxy"].String(), rawChat(""))
+			status, _ := readResponses(got)
+			assert.Equal(t, []string{"502 Bad Gateway"}, status, got)
+			select {
+			case err := <-closed:
+				require.NoError(t, err, "the proxy closed the upstream's connection")
+			case <-time.After(testTimeout):
+				t.Fatal("the upstream's connection is still open")
+			}
 		})
 	}
 }

@@ -414,7 +414,17 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	}
 }
 
+// errSwitchedProtocols: the upstream answered 101, which no request of
+// the proxy asks for (it never forwards Upgrade).
+var errSwitchedProtocols = errors.New("upstream switched protocols unasked")
+
 func (p *Proxy) modifyResponse(resp *http.Response) error {
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		// Refused here, ReverseProxy closes the body (the raw connection)
+		// and answers 502; refused by its own check, it left the
+		// connection open.
+		return errSwitchedProtocols
+	}
 	if c, ok := resp.Request.Context().Value(callKey{}).(*call); ok {
 		c.response(resp)
 	}
