@@ -158,14 +158,16 @@ func (c *ChunkEventsConfig) validate(listener string) []error {
 }
 
 var (
-	_                     component.Config  = (*Config)(nil)
-	_                     confmap.Validator = (*Config)(nil)
-	errNoListener                           = errors.New("at least one of proxy and ingest must be configured")
-	errNoUpstream                           = errors.New("proxy: upstream.endpoint must be set")
-	errPositive                             = errors.New("must be positive")
-	errUpstreamNotAbsURL                    = errors.New("proxy: upstream.endpoint must be an absolute http or https URL")
-	errUpstreamHasQueries                   = errors.New("proxy: upstream.endpoint must not carry a query or fragment")
-	errAuthHeaderRequired                   = errors.New("proxy: auth is set, so auth_header must name the request header its " +
+	_                      component.Config  = (*Config)(nil)
+	_                      confmap.Validator = (*Config)(nil)
+	errNoListener                            = errors.New("at least one of proxy and ingest must be configured")
+	errNoUpstream                            = errors.New("proxy: upstream.endpoint must be set")
+	errPositive                              = errors.New("must be positive")
+	errUpstreamNotAbsURL                     = errors.New("proxy: upstream.endpoint must be an absolute http or https URL")
+	errUpstreamHasQueries                    = errors.New("proxy: upstream.endpoint must not carry a query or fragment")
+	errUpstreamHasUserinfo                   = errors.New("proxy: upstream.endpoint must not carry credentials (user:password@), " +
+		"which the proxy would not send: give them in upstream.headers or upstream.auth")
+	errAuthHeaderRequired = errors.New("proxy: auth is set, so auth_header must name the request header its " +
 		"authenticator reads (for bearertokenauth, its `header` setting, Authorization by default); " +
 		"the proxy removes that header before forwarding, so the collector's credential never reaches the upstream")
 	errAuthHeaderWithoutAuth   = errors.New("proxy: auth_header is set but auth is not")
@@ -277,7 +279,7 @@ func (i *IngestConfig) validate() error {
 }
 
 func parseUpstream(endpoint string) (*url.URL, error) {
-	u, err := url.Parse(endpoint)
+	u, err := parseURL(endpoint)
 	if err != nil {
 		return nil, fmt.Errorf("proxy: upstream.endpoint: %w", err)
 	}
@@ -287,5 +289,18 @@ func parseUpstream(endpoint string) (*url.URL, error) {
 	if u.RawQuery != "" || u.Fragment != "" {
 		return nil, errUpstreamHasQueries
 	}
+	if u.User != nil {
+		return nil, errUpstreamHasUserinfo
+	}
 	return u, nil
+}
+
+// parseURL parses an endpoint and never quotes it in its error, as
+// url.Parse does: it may carry a password.
+func parseURL(endpoint string) (*url.URL, error) {
+	u, err := url.Parse(endpoint)
+	if uerr, ok := errors.AsType[*url.Error](err); ok {
+		return nil, uerr.Err
+	}
+	return u, err
 }

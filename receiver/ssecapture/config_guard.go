@@ -270,9 +270,11 @@ func defaultGuardConfig() GuardConfig {
 }
 
 var (
-	errGuardNegative      = errors.New("must not be negative")
-	errEndpointNotAbsURL  = errors.New("endpoint must be an absolute http or https URL")
-	errEndpointHasQueries = errors.New("endpoint must not carry a query or fragment")
+	errGuardNegative       = errors.New("must not be negative")
+	errEndpointNotAbsURL   = errors.New("endpoint must be an absolute http or https URL")
+	errEndpointHasQueries  = errors.New("endpoint must not carry a query or fragment")
+	errEndpointHasUserinfo = errors.New("endpoint must not carry credentials (user:password@), " +
+		"which the proxy would not send: give them in headers or auth")
 	// serve_credential_failures is about the alternate's own credential.
 	errServeWithoutCredential = errors.New("serve_credential_failures needs a credential of the alternate's own (a credential header in headers, auth, or a TLS client certificate)")
 )
@@ -280,7 +282,7 @@ var (
 // parseEndpoint reads an alternate upstream's endpoint, as parseUpstream
 // reads the primary's.
 func parseEndpoint(endpoint string) (*url.URL, error) {
-	u, err := url.Parse(endpoint)
+	u, err := parseURL(endpoint)
 	if err != nil {
 		return nil, fmt.Errorf("endpoint: %w", err)
 	}
@@ -289,6 +291,9 @@ func parseEndpoint(endpoint string) (*url.URL, error) {
 	}
 	if u.RawQuery != "" || u.Fragment != "" {
 		return nil, errEndpointHasQueries
+	}
+	if u.User != nil {
+		return nil, errEndpointHasUserinfo
 	}
 	return u, nil
 }

@@ -153,6 +153,7 @@ func New(set Settings) (*Proxy, error) {
 	if set.Guard != nil {
 		transport = &guardTransport{next: transport}
 	}
+	transport = &noInformational{next: transport}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:        p.rewrite,
 		Transport:      transport,
@@ -205,6 +206,16 @@ func (p *Proxy) Stop() { p.stop() }
 func (p *Proxy) stopped() bool { return p.stopCtx.Err() != nil }
 
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if len(r.TransferEncoding) > 0 {
+		// A chunked request may also have come with a Content-Length, which
+		// net/http drops without a trace: a server in front that framed it
+		// by that length would take the bytes after the chunked body for its
+		// next client's request, which this connection would serve. RFC 9112
+		// asks to close the connection after such a request; the proxy
+		// cannot tell it apart, so it closes after every chunked one (SDKs
+		// send a Content-Length).
+		w.Header().Set("Connection", "close")
+	}
 	p.inflight.Add(1)
 	defer p.inflight.Done()
 	active := p.active.Add(1)
@@ -236,6 +247,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.logger.Debug("cannot clear the write deadline", zap.Error(err))
 	}
 
+	if tunnelMethod(r.Method) {
+		w.Header().Set("Allow", "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS")
+		writeJSONError(w, http.StatusMethodNotAllowed, "method_not_allowed",
+			fmt.Sprintf("the proxy forwards API calls, not %s", r.Method))
+		return
+	}
 	if !staysUnderPrefix(p.prefix, r.URL) {
 		writeJSONError(w, http.StatusBadRequest, "bad_request", "the request path leaves the upstream's path")
 		return
@@ -284,6 +301,19 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer c.finish() // also when ReverseProxy aborts the handler with http.ErrAbortHandler
 	ctx = context.WithValue(r.Context(), callKey{}, c)
 	p.rp.ServeHTTP(w, r.WithContext(c.outgoingContext(ctx)))
+}
+
+// tunnelMethod reports whether a request method is never an API call:
+// CONNECT asks for a tunnel (the upstream, were it a forward proxy, would
+// open one past every bound of the proxy), TRACE and TRACK echo the
+// request back (with the upstream's configured credential headers), and
+// PRI is HTTP/2's connection preface sent as HTTP/1.
+func tunnelMethod(m string) bool {
+	switch m {
+	case http.MethodConnect, http.MethodTrace, "TRACK", "PRI":
+		return true
+	}
+	return false
 }
 
 // maxPathDecodings bounds how many layers of percent-encoding are peeled off
@@ -370,8 +400,10 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	// trailers" and, for an upgrade, "Connection: Upgrade" and "Upgrade"
 	// before calling Rewrite. Nothing hop-by-hop goes on: an LLM call never
 	// switches protocols, and an upstream has no use for our client's
-	// trailer support.
-	for _, h := range []string{"Connection", "Te", "Upgrade"} {
+	// trailer support. Nor does Expect: the body is read whole already (the
+	// server sent the client its 100 Continue), and the Transport would
+	// wait for the upstream's before sending it.
+	for _, h := range []string{"Connection", "Te", "Upgrade", "Expect"} {
 		pr.Out.Header.Del(h)
 	}
 	// The client's codings that the proxy can decode on the side, or
@@ -382,7 +414,17 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	}
 }
 
+// errSwitchedProtocols: the upstream answered 101, which no request of
+// the proxy asks for (it never forwards Upgrade).
+var errSwitchedProtocols = errors.New("upstream switched protocols unasked")
+
 func (p *Proxy) modifyResponse(resp *http.Response) error {
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		// Refused here, ReverseProxy closes the body (the raw connection)
+		// and answers 502; refused by its own check, it left the
+		// connection open.
+		return errSwitchedProtocols
+	}
 	if c, ok := resp.Request.Context().Value(callKey{}).(*call); ok {
 		c.response(resp)
 	}
