@@ -6,9 +6,12 @@ package ssecapture
 import (
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -81,4 +84,55 @@ func TestProxyHostileUpstreamBodies(t *testing.T) {
 			}
 		})
 	}
+}
+
+// lockedBuffer is a log destination read while the log is written.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestGoLogsBytesPastAnUpstreamBody pins the one line outside our code
+// that can hold completion text (docs/security.md, Credentials and text):
+// bytes a broken upstream sends past its Content-Length on a kept-alive
+// connection are written by Go's HTTP client to the standard logger. The
+// client still gets the body as framed and the span is whole. Should Go
+// stop writing it, this test fails and the sentence goes.
+func TestGoLogsBytesPastAnUpstreamBody(t *testing.T) {
+	logs := &lockedBuffer{}
+	saved := log.Writer()
+	log.SetOutput(logs)
+	t.Cleanup(func() { log.SetOutput(saved) })
+
+	body := chatEvent + doneEvent
+	const extra = "data: words of the answer\n\n"
+	up := newRawUpstream(t, rawStep{data: fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n%s%s", len(body), body, extra)})
+	f := newFixture(t, nil, withProxy(func(p *ProxyConfig) { p.Upstream.Endpoint = up.URL }))
+	req, err := http.NewRequestWithContext(testContext(t), http.MethodPost, f.proxyURL+shapes[0].path, strings.NewReader(shapes[0].body))
+	require.NoError(t, err)
+	resp, err := testClient(t).Do(req)
+	require.NoError(t, err)
+	got, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	require.NoError(t, err)
+	assert.Equal(t, body, string(got), "the client gets the body as framed")
+	span := f.spans(t, 1)[0]
+	assert.Len(t, chunkTimes(span), 1)
+	_, failed := span.Attributes().Get(semconv.AttrErrorType)
+	assert.False(t, failed, "the stream completed: %v", span.Attributes().AsRaw())
+	assert.Eventually(t, func() bool {
+		return strings.Contains(logs.String(), fmt.Sprintf("Unsolicited response received on idle HTTP channel starting with %q", extra))
+	}, testTimeout, 10*time.Millisecond, "Go's log: %q", logs.String())
 }
