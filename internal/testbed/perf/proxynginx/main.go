@@ -490,8 +490,8 @@ func startCollector(bin, dir, upstream string) (*path, func(), error) {
 const bareEnv = "PROXYNGINX_BARE"
 
 // startBare runs this program again as a plain httputil.ReverseProxy that
-// flushes every write and captures nothing: the floor of any Go proxy, which
-// tells the capture's cost apart from Go's net/http.
+// flushes every write and captures nothing: the floor of a Go proxy that
+// speaks HTTP, which tells the capture's cost apart from Go's net/http.
 func startBare(upstream string) (*path, func(), error) { return startSelf(bareEnv, upstream) }
 
 // startSelf runs this program again as the proxy that env names.

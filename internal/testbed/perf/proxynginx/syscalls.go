@@ -63,9 +63,8 @@ func countSyscalls(ctx context.Context, dir, upstream string, paths []*path, scr
 		_ = cmd.Process.Signal(syscall.SIGINT) // strace -c writes its table as it detaches
 		_ = cmd.Wait()
 		if runErr != nil {
-			// The counts are per chunk that arrived: a lost stream (go_bare
-			// may lose one to net/http's request-body race) leaves them
-			// sound, unless none arrived.
+			// The counts are per chunk that arrived: a lost stream leaves
+			// them sound, unless none arrived.
 			if len(lat) == 0 {
 				return nil, fmt.Errorf("%s under strace: %w", p.name, runErr)
 			}
