@@ -9,7 +9,6 @@ import (
 	"log"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/streamstall/streamstall/internal/semconv"
+	"github.com/streamstall/streamstall/internal/testbed/harness"
 )
 
 // TestProxyHostileUpstreamBodies: whatever framing an upstream's body has,
@@ -86,24 +86,6 @@ func TestProxyHostileUpstreamBodies(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a log destination read while the log is written.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // TestGoLogsBytesPastAnUpstreamBody pins the one line outside our code
 // that can hold completion text (docs/security.md, Credentials and text):
 // bytes a broken upstream sends past its Content-Length on a kept-alive
@@ -111,7 +93,7 @@ func (b *lockedBuffer) String() string {
 // client still gets the body as framed and the span is whole. Should Go
 // stop writing it, this test fails and the sentence goes.
 func TestGoLogsBytesPastAnUpstreamBody(t *testing.T) {
-	logs := &lockedBuffer{}
+	logs := &harness.LockedBuffer{}
 	saved := log.Writer()
 	log.SetOutput(logs)
 	t.Cleanup(func() { log.SetOutput(saved) })

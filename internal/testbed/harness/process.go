@@ -52,19 +52,20 @@ func WriteFile(dir, name, content string) (string, error) {
 	return p, nil
 }
 
-// lockedBuffer collects a process's output.
-type lockedBuffer struct {
+// LockedBuffer collects output written by one goroutine while another
+// reads it: a process's, or a logger's.
+type LockedBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (b *lockedBuffer) Write(p []byte) (int, error) {
+func (b *LockedBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
-func (b *lockedBuffer) String() string {
+func (b *LockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
@@ -75,14 +76,14 @@ func (b *lockedBuffer) String() string {
 type Process struct {
 	Name string
 	cmd  *exec.Cmd
-	out  *lockedBuffer
+	out  *LockedBuffer
 	done chan struct{}
 }
 
 // Start runs path with args. Its output is kept for Output; the process dies
 // with its parent (Pdeathsig) even if Stop is never reached.
 func Start(name, path string, args ...string) (*Process, error) {
-	p := &Process{Name: name, out: &lockedBuffer{}, done: make(chan struct{})}
+	p := &Process{Name: name, out: &LockedBuffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(path, args...)
 	p.cmd.Stdout = p.out
 	p.cmd.Stderr = p.out
