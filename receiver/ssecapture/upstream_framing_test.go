@@ -52,12 +52,7 @@ func TestProxyHostileUpstreamBodies(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			up := newRawUpstream(t, rawStep{data: "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n" + tc.head + "\r\n" + tc.body})
 			f := newFixture(t, nil, withProxy(func(p *ProxyConfig) { p.Upstream.Endpoint = up.URL }))
-			req, err := http.NewRequestWithContext(testContext(t), http.MethodPost, f.proxyURL+shapes[0].path, strings.NewReader(shapes[0].body))
-			require.NoError(t, err)
-			resp, err := testClient(t).Do(req)
-			require.NoError(t, err)
-			got, err := io.ReadAll(resp.Body)
-			_ = resp.Body.Close()
+			got, err := postChat(t, f)
 			if tc.cut {
 				require.Error(t, err, "the client sees the body cut")
 			} else {
@@ -102,12 +97,7 @@ func TestGoLogsBytesPastAnUpstreamBody(t *testing.T) {
 	const extra = "data: words of the answer\n\n"
 	up := newRawUpstream(t, rawStep{data: fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n%s%s", len(body), body, extra)})
 	f := newFixture(t, nil, withProxy(func(p *ProxyConfig) { p.Upstream.Endpoint = up.URL }))
-	req, err := http.NewRequestWithContext(testContext(t), http.MethodPost, f.proxyURL+shapes[0].path, strings.NewReader(shapes[0].body))
-	require.NoError(t, err)
-	resp, err := testClient(t).Do(req)
-	require.NoError(t, err)
-	got, err := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
+	got, err := postChat(t, f)
 	require.NoError(t, err)
 	assert.Equal(t, body, string(got), "the client gets the body as framed")
 	span := f.spans(t, 1)[0]
@@ -117,4 +107,16 @@ func TestGoLogsBytesPastAnUpstreamBody(t *testing.T) {
 	assert.Eventually(t, func() bool {
 		return strings.Contains(logs.String(), fmt.Sprintf("Unsolicited response received on idle HTTP channel starting with %q", extra))
 	}, testTimeout, 10*time.Millisecond, "Go's log: %q", logs.String())
+}
+
+// postChat posts the first shape's chat request through the proxy and
+// returns what the client read of the answer, and how its read ended.
+func postChat(t *testing.T, f *fixture) ([]byte, error) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(testContext(t), http.MethodPost, f.proxyURL+shapes[0].path, strings.NewReader(shapes[0].body))
+	require.NoError(t, err)
+	resp, err := testClient(t).Do(req)
+	require.NoError(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	return io.ReadAll(resp.Body)
 }
