@@ -23,6 +23,7 @@ import (
 
 	"github.com/streamstall/streamstall/internal/exphist"
 	"github.com/streamstall/streamstall/internal/figures"
+	"github.com/streamstall/streamstall/internal/figures/figurestest"
 	"github.com/streamstall/streamstall/internal/semconv"
 	"github.com/streamstall/streamstall/processor/stallprocessor"
 )
@@ -313,39 +314,8 @@ func BenchmarkPipelineVsReceive(b *testing.B) {
 							firstAnswer = t
 						}
 					}
-					start := int64(span.StartTimestamp())
-					first, last := times[0], times[len(times)-1]
-					stalls := [3]int{50, 100, 150}
-					var stallTotal, maxStall int64
-					for _, after := range stalls {
-						gap := times[after] - times[after-1]
-						stallTotal += gap
-						maxStall = max(maxStall, gap)
-					}
+					figurestest.WriteFloor(span, times, firstAnswer, []int{50, 100, 150}, figurestest.Threshold)
 					attrs := span.Attributes()
-					attrs.EnsureCapacity(attrs.Len() + 11)
-					attrs.PutInt(semconv.AttrChunkCount, int64(len(times)))
-					attrs.PutDouble(semconv.AttrTTFTMs, figures.Millis(first-start))
-					attrs.PutDouble(semconv.AttrTimeToFirstChunk, float64(first-start)/1e9)
-					attrs.PutDouble(semconv.AttrGenerationMs, figures.Millis(last-first))
-					attrs.PutDouble(semconv.AttrStallThresholdMs, 2000)
-					attrs.PutDouble(semconv.AttrStallMs, figures.Millis(stallTotal))
-					attrs.PutInt(semconv.AttrStallCount, int64(len(stalls)))
-					attrs.PutDouble(semconv.AttrMaxStallMs, figures.Millis(maxStall))
-					attrs.PutDouble(semconv.AttrActiveGenerationMs, figures.Millis(last-first-stallTotal))
-					attrs.PutDouble(semconv.AttrActiveTPS, 259/(float64(last-first-stallTotal)/1e9))
-					attrs.PutDouble(semconv.AttrTimeToFirstAnswerMs, figures.Millis(firstAnswer-start))
-					events.EnsureCapacity(events.Len() + len(stalls))
-					for _, after := range stalls {
-						ev := events.AppendEmpty()
-						ev.SetName(semconv.EventStall)
-						ev.SetTimestamp(pcommon.Timestamp(times[after-1]))
-						evAttrs := ev.Attributes()
-						evAttrs.EnsureCapacity(3)
-						evAttrs.PutDouble(semconv.AttrStallEventDurationMs, figures.Millis(times[after]-times[after-1]))
-						evAttrs.PutInt(semconv.AttrStallEventAfterChunk, int64(after))
-						evAttrs.PutInt(semconv.AttrStallEventGaps, 1)
-					}
 					model, _ := attrs.Get(semconv.AttrRequestModel)
 					h := gapHists[model.Str()]
 					if h == nil {

@@ -16,7 +16,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"github.com/streamstall/streamstall/internal/figures"
+	"github.com/streamstall/streamstall/internal/figures/figurestest"
 	"github.com/streamstall/streamstall/internal/semconv"
 )
 
@@ -82,39 +82,7 @@ func baselineEnrich(td ptrace.Traces, times []int64) []int64 {
 				firstAnswer = int64(ev.Timestamp())
 			}
 		}
-		first, last := times[0], times[len(times)-1]
-		ttft := first - int64(span.StartTimestamp())
-		var stallTotal, maxStall int64
-		for _, after := range benchStallAfter {
-			gap := times[after] - times[after-1]
-			stallTotal += gap
-			maxStall = max(maxStall, gap)
-		}
-		attrs := span.Attributes()
-		attrs.EnsureCapacity(attrs.Len() + 15)
-		attrs.PutInt(semconv.AttrChunkCount, int64(len(times)))
-		attrs.PutDouble(semconv.AttrTTFTMs, figures.Millis(ttft))
-		attrs.PutDouble(semconv.AttrTimeToFirstChunk, float64(ttft)/1e9)
-		attrs.PutDouble(semconv.AttrGenerationMs, figures.Millis(last-first))
-		attrs.PutDouble(semconv.AttrStallThresholdMs, figures.Millis(defaultStallThreshold.Nanoseconds()))
-		attrs.PutDouble(semconv.AttrStallMs, figures.Millis(stallTotal))
-		attrs.PutInt(semconv.AttrStallCount, int64(len(benchStallAfter)))
-		attrs.PutDouble(semconv.AttrMaxStallMs, figures.Millis(maxStall))
-		attrs.PutDouble(semconv.AttrActiveGenerationMs, figures.Millis(last-first-stallTotal))
-		tokens, _ := attrs.Get(semconv.AttrUsageOutputTokens)
-		attrs.PutDouble(semconv.AttrActiveTPS, float64(tokens.Int()-1)/(float64(last-first-stallTotal)/1e9))
-		attrs.PutDouble(semconv.AttrTimeToFirstAnswerMs, figures.Millis(firstAnswer-int64(span.StartTimestamp())))
-		events.EnsureCapacity(events.Len() + len(benchStallAfter))
-		for _, after := range benchStallAfter {
-			ev := events.AppendEmpty()
-			ev.SetName(semconv.EventStall)
-			ev.SetTimestamp(pcommon.Timestamp(times[after-1]))
-			evAttrs := ev.Attributes()
-			evAttrs.EnsureCapacity(3)
-			evAttrs.PutDouble(semconv.AttrStallEventDurationMs, figures.Millis(times[after]-times[after-1]))
-			evAttrs.PutInt(semconv.AttrStallEventAfterChunk, int64(after))
-			evAttrs.PutInt(semconv.AttrStallEventGaps, 1)
-		}
+		figurestest.WriteFloor(span, times, firstAnswer, benchStallAfter[:], defaultStallThreshold)
 	}
 	return times
 }
