@@ -111,7 +111,9 @@ type committedBody struct {
 	commitAt       int64
 	commitAnswered bool
 	// ttftAt is set for a stream committed past the pre-content bound
-	// when the policy has a ttft_timeout: the attempt's start plus it, when
+	// when the policy has a ttft_timeout and no stall timeout (the stall
+	// clock started at the commit ends it otherwise): the attempt's start
+	// plus the timeout, when
 	// the stream is given up unless content came (fireTTFT).
 	ttftAt int64
 

@@ -502,9 +502,10 @@ func (s *Session) result(ctx context.Context) (*http.Response, error) {
 			b.framed, b.watch = true, s.pol.watches()
 			b.commitAt = s.race.Attempt(c).First
 			b.commitAnswered = rd.firstKind != "" && rd.firstKind != semconv.ChunkKindReasoning
-			if rd.firstKind == "" && s.pol.ttft {
-				// Committed past the bound before content: its ttft_timeout
-				// still gives it up (fireTTFT).
+			if rd.firstKind == "" && !b.watch && s.pol.ttft {
+				// Committed past the bound before content, with no stall
+				// timeout to end it: its ttft_timeout still gives it up
+				// (fireTTFT).
 				b.ttftAt = s.race.Attempt(c).Start + s.pol.hp.TTFTTimeout()
 			}
 		}
