@@ -4,6 +4,7 @@
 package guard
 
 import (
+	"bytes"
 	"context"
 	"net/http"
 	"net/url"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -108,6 +110,29 @@ var precontentCases = []precontentCase{
 		content: `{"model":"llama3","message":{"role":"assistant","content":"","thinking":"hm"},"done":false}` + "\n",
 		err:     `{"error":"model runner has unexpectedly stopped"}` + "\n",
 	},
+	{
+		name: "bedrock converse", shape: llmstream.ShapeBedrockConverse, mediaType: "application/vnd.amazon.eventstream",
+		idle: []string{
+			bedrockMessage("event", ":event-type", "messageStart", `{"role":"assistant"}`),
+			bedrockMessage("event", ":event-type", "contentBlockDelta", `{"contentBlockIndex":0,"delta":{"text":""}}`),
+			bedrockMessage("event", ":event-type", "contentBlockStart", `{"contentBlockIndex":1,"start":{"toolUse":{"toolUseId":"t","name":"f"}}}`),
+		},
+		content: bedrockMessage("event", ":event-type", "contentBlockDelta", `{"contentBlockIndex":1,"delta":{"toolUse":{"input":"{"}}}`),
+		err:     bedrockMessage("exception", ":exception-type", "throttlingException", `{"message":"Too many tokens"}`),
+	},
+}
+
+// bedrockMessage is one message of an AWS event stream.
+func bedrockMessage(messageType, typeHeader, typ, payload string) string {
+	var h eventstream.Headers
+	h.Set(":message-type", eventstream.StringValue(messageType))
+	h.Set(typeHeader, eventstream.StringValue(typ))
+	h.Set(":content-type", eventstream.StringValue("application/json"))
+	var b bytes.Buffer
+	if err := eventstream.NewEncoder().Encode(&b, eventstream.Message{Headers: h, Payload: []byte(payload)}); err != nil {
+		panic(err)
+	}
+	return b.String()
 }
 
 // callShape starts a guarded call of shape; the result comes on the channel.
