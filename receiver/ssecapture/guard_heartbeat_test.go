@@ -154,3 +154,67 @@ func TestHeartbeatsDoNotDodgeTheWatchdog(t *testing.T) {
 		})
 	}
 }
+
+// TestFloodOfPingsDoesNotDodgeTheWatchdog: an upstream that after its
+// first content chunk sends comments as fast as the connection takes them
+// keeps a read on its way to the client nearly all the time (a read not
+// classified yet is no silence); the watchdog still ends the stream, with
+// the frame, long before the flood ends.
+func TestFloodOfPingsDoesNotDodgeTheWatchdog(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	ping := strings.Repeat(": ping\n\n", 512)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, `data: {"id":"c1","choices":[{"index":0,"delta":{"content":"Hi"}}]}`+"\n\n")
+		w.(http.Flusher).Flush()
+		flood := time.After(60 * time.Second)
+		for {
+			select {
+			case <-r.Context().Done():
+				return
+			case <-flood:
+				return
+			default:
+			}
+			if _, err := io.WriteString(w, ping); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+		}
+	}))
+	t.Cleanup(up.Close)
+	sink := new(consumertest.TracesSink)
+	tel := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+	cfg := NewFactory().CreateDefaultConfig().(*Config)
+	pc := cfg.Proxy.GetOrInsertDefault()
+	pc.NetAddr.Endpoint = "127.0.0.1:0"
+	pc.Upstream.Endpoint = up.URL
+	pc.Guard.GetOrInsertDefault().StallTimeout = AutoDuration(timeout)
+	require.NoError(t, cfg.Validate())
+	rcv := startReceiver(t, cfg, sink, componenttest.NewNopHost(), tel)
+
+	req, err := http.NewRequestWithContext(testContext(t), http.MethodPost, "http://"+rcv.addrs["proxy"].String()+"/v1/chat/completions",
+		strings.NewReader(`{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	tail := make([]byte, 0, 64<<10)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := resp.Body.Read(buf)
+		if n > 0 {
+			tail = append(tail[:0], buf[:n]...)
+		}
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err, "a clean end, within the test's context: not the flood's minute")
+	}
+	require.NoError(t, resp.Body.Close())
+	assert.Contains(t, string(tail), "stream stalled", "the last read holds the guard's frame")
+	span := (&fixture{sink: sink}).spans(t, 1)[0]
+	assert.Equal(t, "stall_timeout", attr(t, span, semconv.AttrErrorType).Str())
+}

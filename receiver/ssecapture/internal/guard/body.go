@@ -43,10 +43,6 @@ func (p *Progress) Arrived(at int64) { p.unread.Store(at) }
 // Classified records that every read so far is classified.
 func (p *Progress) Classified() { p.unread.Store(0) }
 
-// lastSeen is when content last came, or may have come in a read not
-// classified yet.
-func (p *Progress) lastSeen() int64 { return max(p.last.Load(), p.unread.Load()) }
-
 // Content records a content chunk that arrived at at.
 func (p *Progress) Content(at int64, answered bool) {
 	if !p.delivered.Load() {
@@ -287,10 +283,10 @@ func (b *committedBody) fireTTFT() {
 		return
 	}
 	if b.progress.unread.Load() != 0 {
-		// A read on its way to the client may hold content: look again a
-		// timeout later, as the stall watchdog does.
+		// A read on its way to the client may hold content: look again
+		// shortly, as the stall watchdog does.
 		now := b.s.now()
-		b.armTTFT(now, now+b.s.pol.hp.TTFTTimeout())
+		b.armTTFT(now, now+int64(unreadLook))
 		return
 	}
 	b.ttftCut.Store(true)
@@ -314,7 +310,18 @@ func (b *committedBody) arm(now, last int64, answered bool) {
 		// chunk now would set catches that in time.
 		wake = a
 	}
-	t := b.s.clock.AfterFunc(max(time.Duration(wake-now), 0), b.fire)
+	b.look(time.Duration(wake - now))
+}
+
+// unreadLook is how soon the watchdog looks again at a stream past its
+// deadline while a read is still on its way to the client: soon, so that
+// an upstream that keeps a read in flight (frames without content sent
+// without pause) postpones the cut by this much, not by a timeout.
+const unreadLook = 50 * time.Millisecond
+
+// look schedules the watchdog's next look after wait.
+func (b *committedBody) look(wait time.Duration) {
+	t := b.s.clock.AfterFunc(max(wait, 0), b.fire)
 	b.timer.Store(&t)
 	if b.closed.Load() {
 		t.Stop() // closed while this look was under way: stop saw the old timer
@@ -330,7 +337,7 @@ func (b *committedBody) fire() {
 	if b.closed.Load() || b.progress.blind.Load() {
 		return
 	}
-	last, answered := b.progress.lastSeen(), b.progress.answered.Load()
+	last, answered := b.progress.last.Load(), b.progress.answered.Load()
 	now := b.s.now()
 	d := b.s.pol.hp.StallDeadline(last, answered)
 	if d == 0 {
@@ -341,10 +348,12 @@ func (b *committedBody) fire() {
 		return
 	}
 	if b.progress.unread.Load() != 0 {
-		// A read is still on its way to the client: the client is slow to
-		// take it, and the upstream is not known to be silent. Look again a
-		// timeout later rather than cut a stream that is flowing.
-		b.arm(now, now, answered)
+		// A read is still on its way to the client (the client is slow to
+		// take it, or the upstream sends without pause) and may hold
+		// content: look again shortly rather than cut a stream that may be
+		// flowing. Once it is classified, a silence past the deadline is cut
+		// at the next look.
+		b.look(unreadLook)
 		return
 	}
 	b.lastTimeout.Store(d - last)

@@ -392,3 +392,32 @@ func TestPastTheHeldBoundContentDisarmsTheTTFTTimeout(t *testing.T) {
 	s.Finish()
 	assert.Empty(t, s.Ended())
 }
+
+// TestReadsInFlightPostponeACutBriefly: an upstream that sends frames
+// without content without pause keeps a read on its way to the client at
+// most moments. A read in flight at the deadline postpones the cut only
+// until the watchdog's next look (unreadLook), not by a stall timeout, so
+// that such a flood cannot keep a stalled stream open a timeout per read.
+func TestReadsInFlightPostponeACutBriefly(t *testing.T) {
+	h := newHarness(t, Rule{StallTimeout: time.Second, MaxAttempts: 1})
+	s, p, resp, cc := h.commit(t, textFrame)
+	h.blockUntil(t, 1)
+	h.clock.Advance(950 * time.Millisecond)
+	cc.p.Arrived(h.clock.Now().UnixNano()) // a read of comments, in flight at the deadline
+	h.clock.Advance(50 * time.Millisecond)
+	h.blockUntil(t, 1)
+	select {
+	case <-p.req.Context().Done():
+		t.Fatal("cut while a read was still to be classified")
+	default:
+	}
+	cc.p.Classified() // it held no content
+	h.clock.Advance(unreadLook)
+	assert.ErrorIs(t, p.cancelled(t), errStalled, "cut at the next look, not a timeout after the read")
+	rest, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	assert.Contains(t, string(rest), "no content for 1.05s")
+	require.NoError(t, resp.Body.Close())
+	s.Finish()
+	assert.Equal(t, ErrTypeStallTimeout, s.Ended())
+}
