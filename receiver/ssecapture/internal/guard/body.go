@@ -13,6 +13,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
+	"github.com/streamstall/streamstall/internal/hedgecore"
 	"github.com/streamstall/streamstall/internal/llmstream"
 )
 
@@ -26,6 +27,9 @@ type Progress struct {
 	last     atomic.Int64
 	answered atomic.Bool
 	blind    atomic.Bool
+	// delivered is set by the first content chunk after commit: a stream
+	// committed past the pre-content bound then has its first content.
+	delivered atomic.Bool
 	// unread is the arrival of a read the copy loop has passed on but not
 	// classified yet (it classifies once the client has the bytes); 0 when
 	// none. While the client is slow to take them, that read may hold
@@ -39,12 +43,11 @@ func (p *Progress) Arrived(at int64) { p.unread.Store(at) }
 // Classified records that every read so far is classified.
 func (p *Progress) Classified() { p.unread.Store(0) }
 
-// lastSeen is when content last came, or may have come in a read not
-// classified yet.
-func (p *Progress) lastSeen() int64 { return max(p.last.Load(), p.unread.Load()) }
-
 // Content records a content chunk that arrived at at.
 func (p *Progress) Content(at int64, answered bool) {
+	if !p.delivered.Load() {
+		p.delivered.Store(true)
+	}
 	if at > p.last.Load() {
 		p.last.Store(at)
 	}
@@ -76,6 +79,7 @@ const (
 	endStall              // the watchdog ended it
 	endShutdown           // the proxy's shutdown ended it
 	endBroken             // the upstream broke it
+	endTTFT               // ttft_timeout ended it: committed past the bound, it had no content
 )
 
 // committedBody is what the client gets of the committed attempt: the bytes
@@ -102,14 +106,22 @@ type committedBody struct {
 	watch          bool
 	commitAt       int64
 	commitAnswered bool
+	// ttftAt is set for a stream committed past the pre-content bound
+	// when the policy has a ttft_timeout and no stall timeout (the stall
+	// clock started at the commit ends it otherwise): the attempt's start
+	// plus the timeout, when
+	// the stream is given up unless content came (fireTTFT).
+	ttftAt int64
 
 	progress Progress
 	tail     CodedTail // nil for a stream without a content coding
 	// timer is the watchdog's next look (a new one per look: the one
 	// running re-arms by replacing it); closed stops it for good.
-	timer   atomic.Pointer[clockwork.Timer]
-	closed  atomic.Bool
-	stalled atomic.Bool
+	timer     atomic.Pointer[clockwork.Timer]
+	ttftTimer atomic.Pointer[clockwork.Timer]
+	closed    atomic.Bool
+	stalled   atomic.Bool
+	ttftCut   atomic.Bool
 	// silence is stored before stalled is set.
 	silence atomic.Int64
 	// lastTimeout is the timeout in force at the watchdog's last look, and
@@ -154,6 +166,13 @@ func (b *committedBody) Read(p []byte) (int, error) {
 	case err == io.EOF:
 		b.end, b.finished = endComplete, true
 		return n, err
+	case b.ttftCut.Load():
+		b.end = endTTFT
+		msg := fmt.Sprintf("no content within ttft_timeout (%s) (sse_capture guard)", time.Duration(b.s.pol.hp.TTFTTimeout()))
+		if !b.closing(http.StatusGatewayTimeout, ErrTypeTTFTTimeout, msg) {
+			b.stop()
+			return n, err
+		}
 	case b.stalled.Load():
 		b.end = endStall
 		msg := fmt.Sprintf("stream stalled: no content for %s (stall_timeout %s, sse_capture guard)",
@@ -214,6 +233,9 @@ func (b *committedBody) stop() {
 		// A look already under way that arms one more stops it (arm).
 		(*t).Stop()
 	}
+	if t := b.ttftTimer.Load(); t != nil {
+		(*t).Stop()
+	}
 }
 
 // Watch starts the watchdog on the committed stream, if the call's policy
@@ -227,12 +249,48 @@ func (s *Session) Watch(tail CodedTail) *Progress {
 		return nil
 	}
 	b.tail = tail
-	if !b.watch {
+	if !b.watch && b.ttftAt == 0 {
 		return nil
 	}
-	b.progress.Content(b.commitAt, b.commitAnswered)
-	b.arm(s.now(), b.commitAt, b.commitAnswered)
+	if b.watch {
+		// The stall clock starts at the commit; that is no content chunk.
+		b.progress.last.Store(b.commitAt)
+		b.progress.answered.Store(b.commitAnswered)
+		b.arm(s.now(), b.commitAt, b.commitAnswered)
+	}
+	if b.ttftAt > 0 {
+		b.armTTFT(s.now(), b.ttftAt)
+	}
 	return &b.progress
+}
+
+// armTTFT schedules the look at a stream committed past the pre-content
+// bound at its TTFT deadline.
+func (b *committedBody) armTTFT(now, at int64) {
+	t := b.s.clock.AfterFunc(max(time.Duration(at-now), 0), b.fireTTFT)
+	b.ttftTimer.Store(&t)
+	if b.closed.Load() {
+		t.Stop() // closed while this look was under way
+	}
+}
+
+// fireTTFT gives up a stream committed past the pre-content bound that has
+// brought no content by its TTFT deadline, as the race gives up an attempt
+// before commit: it signals the copy loop and cancels the upstream read,
+// and the copy loop writes the frame.
+func (b *committedBody) fireTTFT() {
+	if b.closed.Load() || b.progress.blind.Load() || b.progress.delivered.Load() {
+		return
+	}
+	if b.progress.unread.Load() != 0 {
+		// A read on its way to the client may hold content: look again
+		// shortly, as the stall watchdog does.
+		now := b.s.now()
+		b.armTTFT(now, now+int64(unreadLook))
+		return
+	}
+	b.ttftCut.Store(true)
+	b.cancel(hedgecore.ErrTTFTTimeout)
 }
 
 // arm schedules the watchdog's next look, at the deadline of a stream
@@ -252,7 +310,18 @@ func (b *committedBody) arm(now, last int64, answered bool) {
 		// chunk now would set catches that in time.
 		wake = a
 	}
-	t := b.s.clock.AfterFunc(max(time.Duration(wake-now), 0), b.fire)
+	b.look(time.Duration(wake - now))
+}
+
+// unreadLook is how soon the watchdog looks again at a stream past its
+// deadline while a read is still on its way to the client: soon, so that
+// an upstream that keeps a read in flight (frames without content sent
+// without pause) postpones the cut by this much, not by a timeout.
+const unreadLook = 50 * time.Millisecond
+
+// look schedules the watchdog's next look after wait.
+func (b *committedBody) look(wait time.Duration) {
+	t := b.s.clock.AfterFunc(max(wait, 0), b.fire)
 	b.timer.Store(&t)
 	if b.closed.Load() {
 		t.Stop() // closed while this look was under way: stop saw the old timer
@@ -268,7 +337,7 @@ func (b *committedBody) fire() {
 	if b.closed.Load() || b.progress.blind.Load() {
 		return
 	}
-	last, answered := b.progress.lastSeen(), b.progress.answered.Load()
+	last, answered := b.progress.last.Load(), b.progress.answered.Load()
 	now := b.s.now()
 	d := b.s.pol.hp.StallDeadline(last, answered)
 	if d == 0 {
@@ -279,10 +348,12 @@ func (b *committedBody) fire() {
 		return
 	}
 	if b.progress.unread.Load() != 0 {
-		// A read is still on its way to the client: the client is slow to
-		// take it, and the upstream is not known to be silent. Look again a
-		// timeout later rather than cut a stream that is flowing.
-		b.arm(now, now, answered)
+		// A read is still on its way to the client (the client is slow to
+		// take it, or the upstream sends without pause) and may hold
+		// content: look again shortly rather than cut a stream that may be
+		// flowing. Once it is classified, a silence past the deadline is cut
+		// at the next look.
+		b.look(unreadLook)
 		return
 	}
 	b.lastTimeout.Store(d - last)

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/streamstall/streamstall/internal/hedgecore"
 	"github.com/streamstall/streamstall/internal/llmstream"
 	"github.com/streamstall/streamstall/internal/sse"
 	"github.com/streamstall/streamstall/receiver/ssecapture/internal/frames"
@@ -320,6 +321,102 @@ func TestSlowClientIsNoStall(t *testing.T) {
 	rest, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	assert.Contains(t, string(rest), "stall_timeout")
+	require.NoError(t, resp.Body.Close())
+	s.Finish()
+	assert.Equal(t, ErrTypeStallTimeout, s.Ended())
+}
+
+// TestPastTheHeldBoundTTFTTimeoutStillHolds: an attempt committed past the
+// pre-content bound has not delivered content yet. Without a stall timeout
+// its ttft_timeout still gives it up: at the attempt's start plus the
+// timeout the stream ends with the shape's error frame (ttft_timeout) and
+// the upstream request is closed, or a long preamble would take the call
+// past ttft_timeout for as long as the upstream holds it.
+func TestPastTheHeldBoundTTFTTimeoutStillHolds(t *testing.T) {
+	h := newHarness(t, Rule{TTFTTimeout: 5 * time.Second, MaxAttempts: 1})
+	s, out, _ := h.call(t)
+	p := h.primary.next(t)
+	p.stream(roleFrame)
+	n := maxHeldBytes/len(commentChunk) + 1
+	go func() {
+		for range n {
+			p.write(commentChunk)
+		}
+	}()
+	r := wait(t, out)
+	require.NoError(t, r.err, "committed past the bound, before any content")
+	require.NotNil(t, s.Watch(nil), "watched for its first content")
+	held := readN(t, r.resp.Body, len(roleFrame)+n*len(commentChunk))
+	assert.Equal(t, roleFrame+strings.Repeat(commentChunk, n), held, "the client gets every byte")
+	h.blockUntil(t, 1)
+	h.clock.Advance(5 * time.Second)
+	assert.ErrorIs(t, p.cancelled(t), hedgecore.ErrTTFTTimeout, "the upstream request is closed")
+	rest, err := io.ReadAll(r.resp.Body)
+	require.NoError(t, err, "a clean end, after the frame")
+	assert.Contains(t, string(rest), `"ttft_timeout"`)
+	require.NoError(t, r.resp.Body.Close())
+	s.Finish()
+	assert.Equal(t, ErrTypeTTFTTimeout, s.Ended())
+}
+
+// TestPastTheHeldBoundContentDisarmsTheTTFTTimeout: once the stream
+// committed past the bound brings content, ttft_timeout no longer applies.
+func TestPastTheHeldBoundContentDisarmsTheTTFTTimeout(t *testing.T) {
+	h := newHarness(t, Rule{TTFTTimeout: 5 * time.Second, MaxAttempts: 1})
+	s, out, _ := h.call(t)
+	p := h.primary.next(t)
+	p.stream(roleFrame)
+	n := maxHeldBytes/len(commentChunk) + 1
+	go func() {
+		for range n {
+			p.write(commentChunk)
+		}
+	}()
+	r := wait(t, out)
+	require.NoError(t, r.err)
+	cc := &contentClock{p: s.Watch(nil)}
+	require.NotNil(t, cc.p)
+	readN(t, r.resp.Body, len(roleFrame)+n*len(commentChunk))
+	h.clock.Advance(time.Second)
+	p.write(textFrame)
+	assert.Equal(t, textFrame, readN(t, r.resp.Body, len(textFrame)))
+	cc.set(h.clock.Now(), true)
+	h.blockUntil(t, 1)
+	h.clock.Advance(10 * time.Second)
+	p.write(doneFrame)
+	p.end()
+	rest, err := io.ReadAll(r.resp.Body)
+	require.NoError(t, err)
+	assert.Equal(t, doneFrame, string(rest), "the upstream's own end, no frame")
+	require.NoError(t, r.resp.Body.Close())
+	s.Finish()
+	assert.Empty(t, s.Ended())
+}
+
+// TestReadsInFlightPostponeACutBriefly: an upstream that sends frames
+// without content without pause keeps a read on its way to the client at
+// most moments. A read in flight at the deadline postpones the cut only
+// until the watchdog's next look (unreadLook), not by a stall timeout, so
+// that such a flood cannot keep a stalled stream open a timeout per read.
+func TestReadsInFlightPostponeACutBriefly(t *testing.T) {
+	h := newHarness(t, Rule{StallTimeout: time.Second, MaxAttempts: 1})
+	s, p, resp, cc := h.commit(t, textFrame)
+	h.blockUntil(t, 1)
+	h.clock.Advance(950 * time.Millisecond)
+	cc.p.Arrived(h.clock.Now().UnixNano()) // a read of comments, in flight at the deadline
+	h.clock.Advance(50 * time.Millisecond)
+	h.blockUntil(t, 1)
+	select {
+	case <-p.req.Context().Done():
+		t.Fatal("cut while a read was still to be classified")
+	default:
+	}
+	cc.p.Classified() // it held no content
+	h.clock.Advance(unreadLook)
+	assert.ErrorIs(t, p.cancelled(t), errStalled, "cut at the next look, not a timeout after the read")
+	rest, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	assert.Contains(t, string(rest), "no content for 1.05s")
 	require.NoError(t, resp.Body.Close())
 	s.Finish()
 	assert.Equal(t, ErrTypeStallTimeout, s.Ended())

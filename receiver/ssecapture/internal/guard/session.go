@@ -502,6 +502,12 @@ func (s *Session) result(ctx context.Context) (*http.Response, error) {
 			b.framed, b.watch = true, s.pol.watches()
 			b.commitAt = s.race.Attempt(c).First
 			b.commitAnswered = rd.firstKind != "" && rd.firstKind != semconv.ChunkKindReasoning
+			if rd.firstKind == "" && !b.watch && s.pol.ttft {
+				// Committed past the bound before content, with no stall
+				// timeout to end it: its ttft_timeout still gives it up
+				// (fireTTFT).
+				b.ttftAt = s.race.Attempt(c).Start + s.pol.hp.TTFTTimeout()
+			}
 		}
 		s.committed = b
 		resp.Body = b
@@ -569,7 +575,7 @@ func (s *Session) Representative() Report {
 // ended the stream at shutdown. Valid after Finish.
 func (s *Session) Ended() string {
 	switch {
-	case s.ttftEnded:
+	case s.ttftEnded, s.committed != nil && s.committed.end == endTTFT:
 		return ErrTypeTTFTTimeout
 	case s.committed != nil && s.committed.end == endStall:
 		return ErrTypeStallTimeout
@@ -653,6 +659,8 @@ func (s *Session) settle(now int64) {
 		s.race.Complete(c, now)
 	case endStall:
 		s.race.Fail(c, now, hedgecore.Stalled, hedgecore.ErrStalled)
+	case endTTFT:
+		s.race.Fail(c, now, hedgecore.TTFTTimedOut, hedgecore.ErrTTFTTimeout)
 	case endBroken:
 		s.race.Fail(c, now, hedgecore.Retryable, s.committed.err)
 	default: // the client went away, or the proxy stopped: nothing to learn

@@ -206,9 +206,21 @@ func (c *call) gaps() []guard.Gap {
 	return gaps
 }
 
+// guardHedgeAttributes are the llm.hedge.* attributes that describe an
+// attempt of the guard's: a client's baggage entries of these names are
+// dropped from its spans, so that the client cannot make the attempt it
+// got a loser, or give an attempt a trigger or a delay it did not have.
+var guardHedgeAttributes = []string{
+	semconv.AttrHedgeTrigger, semconv.AttrHedgeDelayMs, semconv.AttrHedgeDelaySource,
+	semconv.AttrHedgeLoser, semconv.AttrHedgeOutcomeInferred,
+}
+
 // putHedge writes an attempt's llm.hedge.* attributes (docs/contract.md
 // section 5) over whatever baggage said.
 func (g *guardCall) putHedge(m pcommon.Map, r *guard.Report, outcome string) {
+	for _, k := range guardHedgeAttributes {
+		m.Remove(k)
+	}
 	m.PutStr(semconv.AttrHedgeGroupID, g.groupID)
 	m.PutInt(semconv.AttrHedgeAttempt, int64(r.Attempt))
 	m.PutStr(semconv.AttrHedgeOutcome, outcome)
