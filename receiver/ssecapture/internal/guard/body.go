@@ -122,6 +122,10 @@ type committedBody struct {
 	closed    atomic.Bool
 	stalled   atomic.Bool
 	ttftCut   atomic.Bool
+	// unreadWait and ttftWait are the last waits of the stall and TTFT
+	// looks that found a read in flight (nextLook), 0 when the last look
+	// found none.
+	unreadWait, ttftWait atomic.Int64
 	// silence is stored before stalled is set.
 	silence atomic.Int64
 	// lastTimeout is the timeout in force at the watchdog's last look, and
@@ -286,7 +290,9 @@ func (b *committedBody) fireTTFT() {
 		// A read on its way to the client may hold content: look again
 		// shortly, as the stall watchdog does.
 		now := b.s.now()
-		b.armTTFT(now, now+int64(unreadLook))
+		wait := nextLook(time.Duration(b.ttftWait.Load()), time.Duration(b.s.pol.hp.TTFTTimeout()))
+		b.ttftWait.Store(int64(wait))
+		b.armTTFT(now, now+int64(wait))
 		return
 	}
 	b.ttftCut.Store(true)
@@ -313,11 +319,22 @@ func (b *committedBody) arm(now, last int64, answered bool) {
 	b.look(time.Duration(wake - now))
 }
 
-// unreadLook is how soon the watchdog looks again at a stream past its
-// deadline while a read is still on its way to the client: soon, so that
-// an upstream that keeps a read in flight (frames without content sent
-// without pause) postpones the cut by this much, not by a timeout.
+// unreadLook is how soon the watchdog first looks again at a stream past
+// its deadline while a read is still on its way to the client: soon, so
+// that an upstream that keeps a read in flight (frames without content
+// sent without pause) postpones the cut by about this much, not by a
+// timeout.
 const unreadLook = 50 * time.Millisecond
+
+// nextLook is the wait before the next look at a stream whose read is
+// still on its way to the client, after a wait of prev (0 at the first):
+// unreadLook, doubled at each look that finds a read in flight again, at
+// most ceiling (the timeout in force). A client slow to take its bytes, a
+// read held for as long as send_timeout, then costs a few looks per
+// timeout, not one every unreadLook.
+func nextLook(prev, ceiling time.Duration) time.Duration {
+	return max(min(2*prev, ceiling), unreadLook)
+}
 
 // look schedules the watchdog's next look after wait.
 func (b *committedBody) look(wait time.Duration) {
@@ -344,6 +361,7 @@ func (b *committedBody) fire() {
 		return
 	}
 	if now < d {
+		b.unreadWait.Store(0)
 		b.arm(now, last, answered)
 		return
 	}
@@ -353,7 +371,9 @@ func (b *committedBody) fire() {
 		// content: look again shortly rather than cut a stream that may be
 		// flowing. Once it is classified, a silence past the deadline is cut
 		// at the next look.
-		b.look(unreadLook)
+		wait := nextLook(time.Duration(b.unreadWait.Load()), time.Duration(d-last))
+		b.unreadWait.Store(int64(wait))
+		b.look(wait)
 		return
 	}
 	b.lastTimeout.Store(d - last)

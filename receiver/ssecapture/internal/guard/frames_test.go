@@ -421,3 +421,50 @@ func TestReadsInFlightPostponeACutBriefly(t *testing.T) {
 	s.Finish()
 	assert.Equal(t, ErrTypeStallTimeout, s.Ended())
 }
+
+// TestNextLookBacksOff: a read found in flight again and again is looked at
+// after 50 ms, then twice as long each time, never longer than the timeout
+// in force, and never sooner than 50 ms (a timeout below it included).
+func TestNextLookBacksOff(t *testing.T) {
+	var waits []time.Duration
+	prev := time.Duration(0)
+	for range 7 {
+		prev = nextLook(prev, time.Second)
+		waits = append(waits, prev)
+	}
+	ms := time.Millisecond
+	assert.Equal(t, []time.Duration{50 * ms, 100 * ms, 200 * ms, 400 * ms, 800 * ms, time.Second, time.Second}, waits)
+	assert.Equal(t, unreadLook, nextLook(0, 10*ms))
+	assert.Equal(t, unreadLook, nextLook(unreadLook, 10*ms))
+}
+
+// TestReadHeldInFlightBacksOffTheLooks: while a read stays on its way to
+// the client past the deadline, each look waits twice as long as the last,
+// so a slow client costs a few looks; the cut comes at the first look
+// after the read is classified.
+func TestReadHeldInFlightBacksOffTheLooks(t *testing.T) {
+	h := newHarness(t, Rule{StallTimeout: time.Second, MaxAttempts: 1})
+	_, p, resp, cc := h.commit(t, textFrame)
+	h.blockUntil(t, 1)
+	h.clock.Advance(950 * time.Millisecond)
+	cc.p.Arrived(h.clock.Now().UnixNano()) // held by a slow client
+	notCut := func(why string) {
+		h.blockUntil(t, 1)
+		select {
+		case <-p.req.Context().Done():
+			t.Fatal(why)
+		default:
+		}
+	}
+	h.clock.Advance(50 * time.Millisecond) // the deadline: the read is in flight, look in 50 ms
+	notCut("cut at the deadline with a read in flight")
+	h.clock.Advance(unreadLook) // still in flight: look in 100 ms
+	notCut("cut at the first look with a read in flight")
+	cc.p.Classified()
+	h.clock.Advance(unreadLook)
+	notCut("looked again after 50 ms, not the 100 the back-off set")
+	h.clock.Advance(unreadLook)
+	assert.ErrorIs(t, p.cancelled(t), errStalled)
+	_, _ = io.ReadAll(resp.Body)
+	require.NoError(t, resp.Body.Close())
+}
