@@ -6,6 +6,7 @@ package ssecapture
 import (
 	"bufio"
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -23,7 +24,7 @@ import (
 	"github.com/streamstall/streamstall/internal/semconv"
 )
 
-// hangingUpstream accepts connections, reads each request's head and never
+// hangingUpstream accepts connections, reads each request and never
 // answers; it counts the requests it read and the connections still open.
 type hangingUpstream struct {
 	ln       net.Listener
@@ -51,7 +52,13 @@ func newHangingUpstream(t *testing.T) *hangingUpstream {
 				defer u.wg.Done()
 				defer u.open.Add(-1)
 				defer func() { _ = c.Close() }()
-				if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+				req, err := http.ReadRequest(bufio.NewReader(c))
+				if err != nil {
+					return
+				}
+				// The body may come in a write of its own, after the head:
+				// read it whole, so that the wait below is for the close.
+				if _, err := io.Copy(io.Discard, req.Body); err != nil {
 					return
 				}
 				u.requests.Add(1)
