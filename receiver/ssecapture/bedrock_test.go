@@ -77,7 +77,7 @@ func TestBedrockSDKThroughProxy(t *testing.T) {
 	}
 	rec := f.fake.Requests()[0]
 	assert.Equal(t, rec.Text, text.String())
-	assert.Equal(t, f.fake.Sent(0), tap.bytes(), "the client read the stream as sent")
+	assert.Equal(t, sentWhole(t, f.fake), tap.bytes(), "the client read the stream as sent")
 	span := f.spans(t, 1)[0]
 	attrs := span.Attributes().AsRaw()
 	assert.Equal(t, "aws.bedrock", attrs[semconv.AttrProviderName])

@@ -100,6 +100,7 @@ func TestMaxConcurrentRequestsSheds(t *testing.T) {
 		metricdatatest.IgnoreTimestamp(), metricdatatest.IgnoreExemplars())
 	resp, body = post(t, testClient(t), f.proxyURL+shapes[0].path, shapes[0].body, nil)
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	f.waitRequest(t, 2)
 	assert.Equal(t, f.fake.Sent(2), body)
 }
 

@@ -38,7 +38,7 @@ func TestProxyConnectionNamingEndToEndHeaders(t *testing.T) {
 		assert.Empty(t, up.Values(h), "%s, named by Connection, is not forwarded", h)
 	}
 	rec := f.waitRequest(t, 0)
-	assert.Equal(t, f.fake.Sent(0), []byte(body), "the client gets the stream")
+	assert.Equal(t, sentWhole(t, f.fake), []byte(body), "the client gets the stream")
 	span := f.spans(t, 1)[0]
 	assert.Equal(t, inTrace, span.TraceID().String())
 	assert.Equal(t, inSpan, span.ParentSpanID().String())

@@ -292,3 +292,14 @@ func newTestServer(tb testing.TB, h http.Handler) string {
 	tb.Cleanup(srv.Close)
 	return srv.URL
 }
+
+// sentWhole is what fakellm sent for the first request since its last
+// Reset, once that request's handler has returned: fakellm records each
+// write after its flush, so a client that read the last byte may be ahead
+// of the record.
+func sentWhole(t *testing.T, fake *fakellm.Server) []byte {
+	t.Helper()
+	_, err := fake.WaitFor(testContext(t), 1)
+	require.NoError(t, err)
+	return fake.Sent(0)
+}

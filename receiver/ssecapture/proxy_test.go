@@ -79,7 +79,7 @@ func TestProxySpanMatchesScript(t *testing.T) {
 				resp, body := post(t, testClient(t), f.proxyURL+sh.path, sh.body, scriptHeader(t, script))
 				require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
 				rec = f.waitRequest(t, 0)
-				assert.Equal(t, f.fake.Sent(0), body)
+				assert.Equal(t, sentWhole(t, f.fake), body)
 				span = f.spans(t, 1)[0]
 
 				chunks := chunkTimes(span)
@@ -226,7 +226,7 @@ func TestProxyNonStreaming(t *testing.T) {
 	resp, got := post(t, testClient(t), f.proxyURL+shapes[0].path, body, nil)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	rec := f.waitRequest(t, 0)
-	assert.Equal(t, f.fake.Sent(0), got)
+	assert.Equal(t, sentWhole(t, f.fake), got)
 	span := f.spans(t, 1)[0]
 	assert.Zero(t, span.Events().Len(), "a non-streaming call has no chunk events")
 	assert.False(t, attr(t, span, semconv.AttrRequestStream).Bool())
@@ -245,7 +245,7 @@ func TestProxyUpstreamErrorStatus(t *testing.T) {
 			resp, got := post(t, testClient(t), f.proxyURL+shapes[3].path, shapes[3].body, http.Header{fakellm.HeaderProfile: {tc.profile}})
 			rec := f.waitRequest(t, 0)
 			assert.Equal(t, rec.Status, resp.StatusCode)
-			assert.Equal(t, f.fake.Sent(0), got, "the error body reaches the client unchanged")
+			assert.Equal(t, sentWhole(t, f.fake), got, "the error body reaches the client unchanged")
 			span := f.spans(t, 1)[0]
 			assert.Equal(t, ptrace.StatusCodeError, span.Status().Code())
 			assert.Equal(t, int64(rec.Status), attr(t, span, semconv.AttrHTTPStatusCode).Int())
@@ -271,7 +271,7 @@ func TestProxyEarlyClose(t *testing.T) {
 			require.ErrorIs(t, err, io.ErrUnexpectedEOF, "the client sees the stream break, as it would directly")
 			rec := f.waitRequest(t, 0)
 			assert.True(t, rec.Aborted)
-			assert.Equal(t, f.fake.Sent(0), got)
+			assert.Equal(t, sentWhole(t, f.fake), got)
 			span := f.spans(t, 1)[0]
 			assert.Len(t, chunkTimes(span), 3)
 			assert.Equal(t, ptrace.StatusCodeError, span.Status().Code())
@@ -343,7 +343,7 @@ func TestProxyUpstreamHeaderTimeout(t *testing.T) {
 	resp, body := post(t, testClient(t), f.proxyURL+shapes[0].path, shapes[0].body,
 		scriptHeader(t, fakellm.Script{TTFTMillis: 5, GapsMillis: []float64{300, 5}}))
 	require.Equal(t, http.StatusOK, resp.StatusCode)
-	assert.Equal(t, f.fake.Sent(0), body)
+	assert.Equal(t, sentWhole(t, f.fake), body)
 	assert.Len(t, chunkTimes(f.spans(t, 1)[0]), 3)
 
 	// A non-streaming answer sends its headers only at the end: 504.
@@ -363,7 +363,7 @@ func TestProxyNoWriteTimeout(t *testing.T) {
 	resp, body := post(t, testClient(t), f.proxyURL+shapes[0].path, shapes[0].body,
 		scriptHeader(t, fakellm.Script{TTFTMillis: 5, GapsMillis: []float64{150, 150}}))
 	require.Equal(t, http.StatusOK, resp.StatusCode)
-	assert.Equal(t, f.fake.Sent(0), body)
+	assert.Equal(t, sentWhole(t, f.fake), body)
 	assert.True(t, f.waitRequest(t, 0).Completed)
 }
 

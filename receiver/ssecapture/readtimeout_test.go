@@ -40,7 +40,7 @@ func TestProxyReadTimeoutSparesLongStreams(t *testing.T) {
 	resp, body := post(t, testClient(t), f.proxyURL+shapes[0].path, shapes[0].body,
 		scriptHeader(t, fakellm.Script{TTFTMillis: 5, GapsMillis: []float64{500, 500, 500}}))
 	require.Equal(t, http.StatusOK, resp.StatusCode)
-	assert.Equal(t, f.fake.Sent(0), body)
+	assert.Equal(t, sentWhole(t, f.fake), body)
 	assert.True(t, f.waitRequest(t, 0).Completed)
 	assert.Len(t, chunkTimes(f.spans(t, 1)[0]), 4)
 }

@@ -215,13 +215,13 @@ func TestCloudSDKsThroughProxy(t *testing.T) {
 				front := withCloudFront(f)
 				direct := tt.run(t, f.upstream.URL, profile)
 				f.waitRequest(t, 0)
-				assert.Equal(t, f.fake.Sent(0), direct.wire, "direct: the SDK read what fakellm sent")
+				assert.Equal(t, sentWhole(t, f.fake), direct.wire, "direct: the SDK read what fakellm sent")
 				f.fake.Reset()
 
 				proxied := tt.run(t, f.proxyURL, profile)
 				rec := f.waitRequest(t, 0)
 				assert.Equal(t, tt.path, front.last(t).URL.Path, "the proxy forwarded the SDK's path")
-				assert.Equal(t, f.fake.Sent(0), proxied.wire, "proxied: the SDK read exactly what fakellm sent")
+				assert.Equal(t, sentWhole(t, f.fake), proxied.wire, "proxied: the SDK read exactly what fakellm sent")
 				assert.Equal(t, direct.text, proxied.text)
 				assert.Equal(t, rec.Text, proxied.text)
 

@@ -104,12 +104,12 @@ func TestNativeSDKsThroughProxy(t *testing.T) {
 			t.Run(tt.name+"/"+profile, func(t *testing.T) {
 				f := newFixture(t, nil)
 				direct := tt.run(t, f.upstream.URL, profile)
-				assert.Equal(t, f.fake.Sent(0), direct.wire, "direct: the SDK read what fakellm sent")
+				assert.Equal(t, sentWhole(t, f.fake), direct.wire, "direct: the SDK read what fakellm sent")
 				f.fake.Reset()
 
 				proxied := tt.run(t, f.proxyURL, profile)
 				rec := f.waitRequest(t, 0)
-				assert.Equal(t, f.fake.Sent(0), proxied.wire, "proxied: the SDK read exactly what fakellm sent")
+				assert.Equal(t, sentWhole(t, f.fake), proxied.wire, "proxied: the SDK read exactly what fakellm sent")
 				assert.Equal(t, direct.text, proxied.text)
 				assert.Equal(t, rec.Text, proxied.text)
 
@@ -178,7 +178,7 @@ func TestNativeStreamsThroughProxy(t *testing.T) {
 			require.NoError(t, resp.Body.Close())
 			rec := f.waitRequest(t, 0)
 			assert.Equal(t, tt.status, resp.StatusCode)
-			assert.Equal(t, f.fake.Sent(0), got, "the client gets the bytes fakellm sent")
+			assert.Equal(t, sentWhole(t, f.fake), got, "the client gets the bytes fakellm sent")
 
 			span := f.spans(t, 1)[0]
 			assert.Equal(t, tt.op, attr(t, span, semconv.AttrOperationName).Str())

@@ -155,12 +155,12 @@ func TestSDKsThroughProxy(t *testing.T) {
 				f := newFixture(t, nil)
 				direct := tt.run(t, f.upstream.URL, profile)
 				recDirect := f.waitRequest(t, 0)
-				assert.Equal(t, f.fake.Sent(0), direct.wire, "direct: the SDK read what fakellm sent")
+				assert.Equal(t, sentWhole(t, f.fake), direct.wire, "direct: the SDK read what fakellm sent")
 				f.fake.Reset() // the proxied call is request 0 again: same seed, same answer
 
 				proxied := tt.run(t, f.proxyURL, profile)
 				rec := f.waitRequest(t, 0)
-				assert.Equal(t, f.fake.Sent(0), proxied.wire, "proxied: the SDK read exactly what fakellm sent")
+				assert.Equal(t, sentWhole(t, f.fake), proxied.wire, "proxied: the SDK read exactly what fakellm sent")
 				assert.Equal(t, direct.text, proxied.text)
 				assert.Equal(t, recDirect.Text, proxied.text)
 				assert.Equal(t, rec.ResponseID, proxied.id)
@@ -203,7 +203,7 @@ func TestCurlThroughProxy(t *testing.T) {
 		f.proxyURL+"/v1/chat/completions").Output()
 	require.NoError(t, err, string(out))
 	rec := f.waitRequest(t, 0)
-	assert.Equal(t, f.fake.Sent(0), out, "curl read exactly what fakellm sent")
+	assert.Equal(t, sentWhole(t, f.fake), out, "curl read exactly what fakellm sent")
 	assert.True(t, strings.HasSuffix(string(out), "data: [DONE]\n\n"))
 	span := f.spans(t, 1)[0]
 	assert.Len(t, chunkTimes(span), len(rec.ChunkTimes))
