@@ -83,10 +83,13 @@ func scanString(in []byte, step int) (string, error) {
 	if tooLong {
 		return "", errors.New("too long")
 	}
+	// text is valid until the scanner's next call, as str says: the peek
+	// below may refill the buffer under it.
+	got := string(text)
 	if _, err := s.peek(); !errors.Is(err, io.EOF) {
 		return "", errors.New("data after the string")
 	}
-	return string(text), nil
+	return got, nil
 }
 
 type chunkedReader struct {
