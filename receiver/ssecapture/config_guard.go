@@ -127,6 +127,11 @@ type BudgetConfig struct {
 	// MaxClients bounds the client buckets held, the least recently seen
 	// client's dropped first; 0 is 1000.
 	MaxClients int `mapstructure:"max_clients"`
+	// IPv6PrefixLength is how many leading bits of an IPv6 client address
+	// name the client when no authenticator does: 0 is 64, the network
+	// one host or home is given; 48 or 56 where clients are given those,
+	// 128 for each address on its own.
+	IPv6PrefixLength int `mapstructure:"ipv6_prefix_length"`
 
 	_ struct{}
 }
@@ -415,6 +420,10 @@ func (r guardRule) validate(where string) error {
 	if b.MaxClients < 0 || b.MaxClients > maxBudgetClients {
 		errs = append(errs, fmt.Errorf("%s: hedge.budget.max_clients %d must be between 0 (%d) and %d",
 			where, b.MaxClients, hedgecore.DefaultMaxClients, maxBudgetClients))
+	}
+	if b.IPv6PrefixLength < 0 || b.IPv6PrefixLength > 128 {
+		errs = append(errs, fmt.Errorf("%s: hedge.budget.ipv6_prefix_length %d must be between 0 (%d) and 128",
+			where, b.IPv6PrefixLength, guard.DefaultIPv6Prefix))
 	}
 	for i := range r.Alternates {
 		a := &r.Alternates[i]

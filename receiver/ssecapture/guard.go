@@ -86,6 +86,7 @@ func (r *sseCaptureReceiver) guardRule(ctx context.Context, host component.Host,
 		MinSamples:            gr.MinSamples,
 		MaxAttempts:           gr.MaxAttempts,
 		Budgets:               shared,
+		IPv6Prefix:            gr.Budget.IPv6PrefixLength,
 	}
 	if gr.OwnBudget {
 		rule.Budgets = hedgecore.NewClientBudgets(gr.Budget.clientBudgets())

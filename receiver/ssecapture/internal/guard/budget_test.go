@@ -5,6 +5,7 @@ package guard
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -40,23 +41,42 @@ func withClient(info client.Info) context.Context {
 func ipAddr(s string) net.Addr { return &net.IPAddr{IP: net.ParseIP(s)} }
 
 func TestClientOf(t *testing.T) {
-	assert.Equal(t, "unknown", ClientOf(context.Background()), "no client.Info: one bucket")
-	assert.Equal(t, "addr:10.0.0.1", ClientOf(withClient(client.Info{Addr: ipAddr("10.0.0.1")})))
+	assert.Equal(t, "unknown", ClientOf(context.Background(), 0), "no client.Info: one bucket")
+	assert.Equal(t, "addr:10.0.0.1", ClientOf(withClient(client.Info{Addr: ipAddr("10.0.0.1")}), 0))
 
-	alice := ClientOf(withClient(client.Info{Addr: ipAddr("10.0.0.1"), Auth: authData{"username": "alice", "raw": "YWxpY2U6czNjcmV0"}}))
+	alice := ClientOf(withClient(client.Info{Addr: ipAddr("10.0.0.1"), Auth: authData{"username": "alice", "raw": "YWxpY2U6czNjcmV0"}}), 0)
 	assert.True(t, strings.HasPrefix(alice, "auth:"), "the authenticated client, not its address: %s", alice)
 	assert.NotContains(t, alice, "alice")
 	assert.NotContains(t, alice, "YWxpY2U6czNjcmV0", "no credential is held")
-	bob := ClientOf(withClient(client.Info{Addr: ipAddr("10.0.0.1"), Auth: authData{"username": "bob", "raw": "Ym9iOmh1bnRlcjI="}}))
+	bob := ClientOf(withClient(client.Info{Addr: ipAddr("10.0.0.1"), Auth: authData{"username": "bob", "raw": "Ym9iOmh1bnRlcjI="}}), 0)
 	assert.NotEqual(t, alice, bob, "two clients behind one address")
-	again := ClientOf(withClient(client.Info{Addr: ipAddr("10.0.0.9"), Auth: authData{"raw": "YWxpY2U6czNjcmV0", "username": "alice"}}))
+	again := ClientOf(withClient(client.Info{Addr: ipAddr("10.0.0.9"), Auth: authData{"raw": "YWxpY2U6czNjcmV0", "username": "alice"}}), 0)
 	assert.Equal(t, alice, again, "the same client from another address, attributes in any order")
 	assert.NotEqual(t,
-		ClientOf(withClient(client.Info{Auth: authData{"a": "b:c"}})),
-		ClientOf(withClient(client.Info{Auth: authData{"a:b": "c"}})), "a name cannot pose as a value")
+		ClientOf(withClient(client.Info{Auth: authData{"a": "b:c"}}), 0),
+		ClientOf(withClient(client.Info{Auth: authData{"a:b": "c"}}), 0), "a name cannot pose as a value")
 
-	assert.Equal(t, "addr:10.0.0.1", ClientOf(withClient(client.Info{Addr: ipAddr("10.0.0.1"), Auth: authData{}})),
+	assert.Equal(t, "addr:10.0.0.1", ClientOf(withClient(client.Info{Addr: ipAddr("10.0.0.1"), Auth: authData{}}), 0),
 		"an authenticator that names nobody (bearertokenauth): the address")
+}
+
+// An IPv6 client picks any address of the network it is given: keyed by
+// the address, it would take a fresh bucket per call and drain the shared
+// one alone.
+func TestClientOfIPv6IsItsNetwork(t *testing.T) {
+	of := func(addr string, prefix int) string {
+		return ClientOf(withClient(client.Info{Addr: ipAddr(addr)}), prefix)
+	}
+	assert.Equal(t, "addr:2001:db8:1:2::/64", of("2001:db8:1:2::1", 0), "a /64 by default")
+	assert.Equal(t, of("2001:db8:1:2::1", 0), of("2001:db8:1:2:ffff:ffff:ffff:fffe", 0), "one client for every address of its /64")
+	assert.NotEqual(t, of("2001:db8:1:2::1", 0), of("2001:db8:1:3::1", 0), "the next /64 is another client")
+	assert.Equal(t, of("2001:db8:1:2::1", 48), of("2001:db8:1:ff00::1", 48), "ipv6_prefix_length 48: one client per /48")
+	assert.Equal(t, "addr:2001:db8:1:2::1/128", of("2001:db8:1:2::1", 128), "128: each address on its own")
+	assert.Equal(t, "addr:10.0.0.1", of("::ffff:10.0.0.1", 0), "an IPv4-mapped address is its IPv4 client")
+	assert.Equal(t, "addr:10.0.0.1", of("10.0.0.1", 48), "the prefix is for IPv6 only")
+	assert.Equal(t, "addr:fe80::/64", ClientOf(withClient(client.Info{Addr: &net.IPAddr{IP: net.ParseIP("fe80::1"), Zone: "eth0"}}), 0),
+		"the zone is dropped: it names an interface, not a client")
+	assert.Equal(t, "addr:2001:db8::/64", of("2001:db8::1", 129), "out of range: the default (the configuration refuses it)")
 }
 
 // callAs starts a guarded call as the listener hands it over for info.
@@ -118,6 +138,43 @@ func TestOneClientsFailuresLeaveAnotherItsFailover(t *testing.T) {
 	s.Finish()
 	assert.Zero(t, s.Refused())
 	assert.Equal(t, 2, budgets.Clients())
+}
+
+// TestIPv6ClientCannotRotateAddresses: a client that makes each call from
+// another address of its /64 still spends one bucket; the rule's
+// IPv6Prefix reaches the session (128: each address a client of its own).
+func TestIPv6ClientCannotRotateAddresses(t *testing.T) {
+	for _, tc := range []struct {
+		prefix  int
+		refused []int
+		clients int
+	}{
+		{prefix: 0, refused: []int{0, 1, 1}, clients: 1},
+		{prefix: 128, refused: []int{0, 0, 0}, clients: 3},
+	} {
+		t.Run(fmt.Sprint(tc.prefix), func(t *testing.T) {
+			budgets := hedgecore.NewClientBudgets(hedgecore.ClientBudgetConfig{MaxTokens: 4, TokenRatio: 0.1, SharedMaxTokens: 40})
+			h := newHarness(t, Rule{MaxAttempts: 2, Budgets: budgets, IPv6Prefix: tc.prefix})
+			var refused []int
+			for i := range 3 {
+				s, out := h.callAs(t, client.Info{Addr: ipAddr(fmt.Sprintf("2001:db8:0:7::%x", 0x1000+i))})
+				h.primary.next(t).status(http.StatusServiceUnavailable, `{"error":{"message":"overloaded"}}`)
+				if tc.refused[i] == 0 {
+					h.alt.next(t).status(http.StatusServiceUnavailable, `{"error":{"message":"overloaded"}}`)
+				} else {
+					h.alt.none(t)
+				}
+				r := wait(t, out)
+				require.NoError(t, r.err)
+				assert.Equal(t, http.StatusServiceUnavailable, r.resp.StatusCode)
+				require.NoError(t, r.resp.Body.Close())
+				s.Finish()
+				refused = append(refused, s.Refused())
+			}
+			assert.Equal(t, tc.refused, refused, "failovers refused, call by call")
+			assert.Equal(t, tc.clients, budgets.Clients())
+		})
+	}
 }
 
 // TestWatchdogCutsAtTheLearnedDeadline: with stall_timeout auto, the

@@ -64,7 +64,10 @@ type Rule struct {
 	// Budgets are the buckets the rule's calls draw on, one per client
 	// (ClientOf) under a shared cap; shared with the rules that have none
 	// of their own. nil: no budget.
-	Budgets    *hedgecore.ClientBudgets
+	Budgets *hedgecore.ClientBudgets
+	// IPv6Prefix is how many leading bits of an IPv6 client address name
+	// its client for Budgets (ClientOf; 0: DefaultIPv6Prefix).
+	IPv6Prefix int
 	Alternates []Upstream
 }
 
@@ -116,6 +119,7 @@ type rule struct {
 type Policy struct {
 	hp         *hedgecore.Policy
 	budgets    *hedgecore.ClientBudgets
+	ipv6Prefix int
 	alternates []Upstream
 	ttft       bool // a TTFT timeout is set
 	// gaps learns the stall timeouts set to auto; the policy's watchdog
@@ -165,7 +169,7 @@ func (g *Guard) newPolicy(r *Rule, k modelKey) *Policy {
 	if r.AutoDelay {
 		cfg.Adaptive, cfg.Quantile, cfg.Delay, cfg.MinSamples = true, r.Quantile, r.FallbackDelay, r.MinSamples
 	}
-	p := &Policy{budgets: r.Budgets, alternates: r.Alternates, ttft: r.TTFTTimeout > 0}
+	p := &Policy{budgets: r.Budgets, ipv6Prefix: r.IPv6Prefix, alternates: r.Alternates, ttft: r.TTFTTimeout > 0}
 	if k.model != "" {
 		p.fleet, p.provider, p.model, p.minSamples, p.autoDelay = g.fleet, k.provider, k.model, r.MinSamples, r.AutoDelay
 	}

@@ -268,7 +268,7 @@ func (s *Session) RoundTrip(req *http.Request, primary http.RoundTripper) (*http
 	s.req, s.primary = req, primary
 	ctx := req.Context()
 	s.race.Reset(s.pol.hp, false)
-	s.race.DrawOn(s.pol.budgets.For(ClientOf(ctx)))
+	s.race.DrawOn(s.pol.budgets.For(ClientOf(ctx, s.pol.ipv6Prefix)))
 	src := hedgecore.NewLive(ctx, s.clock, s.now, s.events)
 	drv := hedgecore.NewDriver(&s.race, src, (*carrier)(s))
 	drv.Start(s.start)
