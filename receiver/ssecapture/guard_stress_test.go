@@ -239,18 +239,28 @@ func TestGuardStressMixedStreams(t *testing.T) {
 	require.Equal(t, len(upstream), reached, "one span per upstream request")
 	require.Len(t, traces, calls, "one trace per call")
 
-	perCase := map[stressCase]int{}
+	perCase, lateWins := map[stressCase]int{}, map[stressCase]int{}
 	for _, spans := range traces {
 		c := stressCaseOf(t, spans)
 		perCase[c]++
-		checkStressCall(t, c, spans, upstream)
+		if checkStressCall(t, c, spans, upstream) {
+			lateWins[c]++
+		}
 	}
 	for c := range stressCases {
 		assert.Positive(t, perCase[c], "case %s ran", c)
+		// A guard that could not read a case's content would hedge and lose
+		// the primary on every call of it: a few calls only are the load's.
+		assert.LessOrEqual(t, lateWins[c], max(1, perCase[c]/20),
+			"case %s: calls that a late hedge won from the primary, of %d", c, perCase[c])
 	}
+	completeStalls := 0
 	for i, o := range outcomes {
-		checkStressOutcome(t, i, o)
+		if checkStressOutcome(t, i, o) {
+			completeStalls++
+		}
 	}
+	assert.Equal(t, lateWins[stressStall], completeStalls, "a stall call ends complete only when a late hedge won it")
 }
 
 // stressCall makes one guarded streaming call and reads what the client
@@ -315,8 +325,9 @@ func stressCaseOf(t *testing.T, spans []ptrace.Span) stressCase {
 
 // checkStressCall checks the spans of one call: how many attempts its case
 // makes, which one won, its error.type, and every chunk event against the
-// moment the upstream flushed that chunk.
-func checkStressCall(t *testing.T, c stressCase, spans []ptrace.Span, upstream map[string]fakellm.Request) {
+// moment the upstream flushed that chunk. It reports a call that a hedge
+// the load started late won from the primary.
+func checkStressCall(t *testing.T, c stressCase, spans []ptrace.Span, upstream map[string]fakellm.Request) (lateWin bool) {
 	t.Helper()
 	wantAttempts, wantWinner, wantErr := 1, 0, ""
 	switch c {
@@ -329,12 +340,22 @@ func checkStressCall(t *testing.T, c stressCase, spans []ptrace.Span, upstream m
 	}
 	// On two cores loaded under the race detector the primary's first chunk
 	// can reach the guard after the hedge delay: the hedge is then started
-	// as it should be, and the primary must still win it.
+	// as it should be, and the alternate (its first chunk 5 ms after its
+	// start) may win it, with the alternate's healthy stream; the caller
+	// bounds how often.
 	if len(spans) == wantAttempts+1 && wantAttempts == 1 {
 		wantAttempts = 2
+		for _, s := range spans {
+			if attr(t, s, semconv.AttrHedgeAttempt).Int() == 1 && attr(t, s, semconv.AttrHedgeOutcome).Str() == semconv.HedgeOutcomeWinner {
+				lateWin, wantWinner = true, 1
+				if c != stressDisconnect {
+					wantErr = ""
+				}
+			}
+		}
 	}
 	if !assert.Len(t, spans, wantAttempts, "%s: attempts", c) {
-		return
+		return lateWin
 	}
 	for _, s := range spans {
 		outcome := attr(t, s, semconv.AttrHedgeOutcome).Str()
@@ -363,26 +384,32 @@ func checkStressCall(t *testing.T, c stressCase, spans []ptrace.Span, upstream m
 			assert.True(t, lag >= -stressEarly && lag <= stressLate,
 				"%s: chunk %d stamped %v after the upstream flushed it", c, k, lag)
 		}
-		if c == stressStall {
+		if c == stressStall && !lateWin {
 			assert.InDelta(t, float64(stressStallTimeout)/1e6, attr(t, s, semconv.AttrStallTimeoutMs).Double(), 0.001)
 		}
 	}
+	return lateWin
 }
 
 // checkStressOutcome checks what the client got: a stream that ends as its
-// case says, in the bytes an OpenAI client parses.
-func checkStressOutcome(t *testing.T, i int, o stressOutcome) {
+// case says, in the bytes an OpenAI client parses. It reports a stall call
+// that ended complete: a late hedge won it (checkStressCall).
+func checkStressOutcome(t *testing.T, i int, o stressOutcome) (completeStall bool) {
 	t.Helper()
 	if o.c == stressDisconnect {
 		assert.Equal(t, http.StatusOK, o.status)
-		return
+		return false
 	}
 	require.Equal(t, http.StatusOK, o.status, "call %d (%s): %s", i, o.c, o.body)
 	switch o.c {
 	case stressStall:
+		if strings.HasSuffix(o.body, "data: [DONE]\n\n") && !strings.Contains(o.body, "stall_timeout") {
+			return true
+		}
 		assert.Contains(t, o.body, "stall_timeout", "call %d: the guard's error frame", i)
 		assert.NotContains(t, o.body, "data: [DONE]", "call %d: a cut stream does not end as complete", i)
 	default:
 		assert.True(t, strings.HasSuffix(o.body, "data: [DONE]\n\n"), "call %d (%s): a complete stream", i, o.c)
 	}
+	return false
 }
