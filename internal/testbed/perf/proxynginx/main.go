@@ -11,6 +11,8 @@
 //     nothing;
 //   - go_tcp, a byte relay on Go's network poller: no HTTP at all, the floor
 //     of any proxy built on net.Conn;
+//   - go_rawread, the same relay on Go's poller without the read that
+//     finds nothing (one syscall.RawConn.Read per direction);
 //   - go_epoll, the same relay on an epoll loop of its own, outside Go's
 //     poller and scheduler, in nginx's shape;
 //   - nginx, and a second identical one.
@@ -59,7 +61,9 @@ import (
 func main() {
 	// This program is also each Go proxy it compares, in a process of its
 	// own: the variable names which and says "upstream addr".
-	for env, serve := range map[string]func(upstream, addr string) error{bareEnv: serveBare, tcpEnv: serveTCP, epollEnv: serveEpoll} {
+	for env, serve := range map[string]func(upstream, addr string) error{
+		bareEnv: serveBare, tcpEnv: serveTCP, rawReadEnv: serveRawRead, epollEnv: serveEpoll,
+	} {
 		if spec := os.Getenv(env); spec != "" {
 			upstream, addr, _ := strings.Cut(spec, " ")
 			log.Fatal(serve(upstream, addr))
@@ -143,6 +147,13 @@ func run(o options) error {
 	stops = append(stops, stop)
 	relay.name = "go_tcp"
 	paths = append(paths, relay)
+	raw, stop, err := startSelf(rawReadEnv, upstream)
+	if err != nil {
+		return fmt.Errorf("go_rawread: %w", err)
+	}
+	stops = append(stops, stop)
+	raw.name = "go_rawread"
+	paths = append(paths, raw)
 	own, stop, err := startSelf(epollEnv, upstream)
 	if err != nil {
 		return fmt.Errorf("go_epoll: %w", err)
@@ -255,6 +266,7 @@ func report(w io.Writer, o options, paths []*path, steal float64) {
 	ratio("  control: nginx_again / nginx", nginxAgain, nginx, cpu)
 	ratio("CPU per chunk, go_bare / nginx", byName["go_bare"], nginx, cpu)
 	ratio("CPU per chunk, go_tcp / nginx", byName["go_tcp"], nginx, cpu)
+	ratio("CPU per chunk, go_rawread / nginx", byName["go_rawread"], nginx, cpu)
 	ratio("CPU per chunk, go_epoll / nginx", byName["go_epoll"], nginx, cpu)
 	ratio("added p50, sse_capture / nginx", capture, nginx, a50)
 	ratio("  control: nginx_again / nginx", nginxAgain, nginx, a50)
