@@ -43,6 +43,19 @@ func (p *Progress) Arrived(at int64) { p.unread.Store(at) }
 // Classified records that every read so far is classified.
 func (p *Progress) Classified() { p.unread.Store(0) }
 
+// heldSince reports whether a read that arrived before deadline is not
+// classified yet: it may hold content of before the deadline. A read that
+// arrived after it cannot (a chunk is stamped with the arrival of the read
+// that completed it), and the reads before it are classified (the copy
+// loop classifies each read before it reads the next): the silence up to
+// the deadline is then known. So an upstream that sends keepalives
+// without pause, which keeps a read in flight at most moments, is cut at
+// the deadline's look like any other, however busy the proxy is.
+func (p *Progress) heldSince(deadline int64) bool {
+	at := p.unread.Load()
+	return at != 0 && at < deadline
+}
+
 // Content records a content chunk that arrived at at.
 func (p *Progress) Content(at int64, answered bool) {
 	if !p.delivered.Load() {
@@ -286,9 +299,9 @@ func (b *committedBody) fireTTFT() {
 	if b.closed.Load() || b.progress.blind.Load() || b.progress.delivered.Load() {
 		return
 	}
-	if b.progress.unread.Load() != 0 {
-		// A read on its way to the client may hold content: look again
-		// shortly, as the stall watchdog does.
+	if b.progress.heldSince(b.ttftAt) {
+		// A read on its way to the client that arrived before the deadline
+		// may hold content: look again shortly, as the stall watchdog does.
 		now := b.s.now()
 		wait := nextLook(time.Duration(b.ttftWait.Load()), time.Duration(b.s.pol.hp.TTFTTimeout()))
 		b.ttftWait.Store(int64(wait))
@@ -365,12 +378,12 @@ func (b *committedBody) fire() {
 		b.arm(now, last, answered)
 		return
 	}
-	if b.progress.unread.Load() != 0 {
-		// A read is still on its way to the client (the client is slow to
-		// take it, or the upstream sends without pause) and may hold
-		// content: look again shortly rather than cut a stream that may be
-		// flowing. Once it is classified, a silence past the deadline is cut
-		// at the next look.
+	if b.progress.heldSince(d) {
+		// A read that arrived before the deadline is still on its way to
+		// the client (the client is slow to take it) and may hold content
+		// of before the deadline: look again shortly rather than cut a
+		// stream that may be flowing. Once it is classified, a silence past
+		// the deadline is cut at the next look.
 		wait := nextLook(time.Duration(b.unreadWait.Load()), time.Duration(d-last))
 		b.unreadWait.Store(int64(wait))
 		b.look(wait)

@@ -468,3 +468,23 @@ func TestReadHeldInFlightBacksOffTheLooks(t *testing.T) {
 	_, _ = io.ReadAll(resp.Body)
 	require.NoError(t, resp.Body.Close())
 }
+
+// TestReadArrivedPastTheDeadlineDoesNotHoldTheCut: a read in flight that
+// arrived after the deadline cannot hold content of before it, so the look
+// at the deadline cuts: an upstream that sends keepalives without pause
+// keeps such a read in flight at most moments, and on a busy proxy at
+// every look.
+func TestReadArrivedPastTheDeadlineDoesNotHoldTheCut(t *testing.T) {
+	h := newHarness(t, Rule{StallTimeout: time.Second, MaxAttempts: 1})
+	_, p, resp, cc := h.commit(t, textFrame)
+	h.blockUntil(t, 1)
+	h.clock.Advance(time.Second - time.Millisecond)
+	cc.p.Classified()
+	// The deadline passes with the watchdog's look still to come (a busy
+	// machine runs it late): the read in flight then arrived after it.
+	cc.p.Arrived(h.clock.Now().Add(2 * time.Millisecond).UnixNano())
+	h.clock.Advance(5 * time.Millisecond)
+	assert.ErrorIs(t, p.cancelled(t), errStalled, "cut at the deadline's look, the read in flight notwithstanding")
+	_, _ = io.ReadAll(resp.Body)
+	require.NoError(t, resp.Body.Close())
+}
