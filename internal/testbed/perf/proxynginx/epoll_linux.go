@@ -8,7 +8,6 @@ package main
 import (
 	"errors"
 	"net"
-	"net/url"
 	"runtime"
 	"sync"
 	"syscall"
@@ -22,11 +21,7 @@ import (
 // HTTP. It tells what Go costs without its poller and scheduler between a
 // socket and the code that relays it.
 func serveEpoll(upstream, addr string) error {
-	target, err := url.Parse(upstream)
-	if err != nil {
-		return err
-	}
-	ln, err := net.Listen("tcp", addr)
+	host, ln, err := listenFor(upstream, addr)
 	if err != nil {
 		return err
 	}
@@ -41,7 +36,7 @@ func serveEpoll(upstream, addr string) error {
 			return err
 		}
 		go func() {
-			u, err := net.Dial("tcp", target.Host)
+			u, err := net.Dial("tcp", host)
 			if err != nil {
 				_ = c.Close()
 				return
@@ -140,14 +135,17 @@ func (l *epollLoop) run() {
 			return
 		}
 		for _, ev := range events[:n] {
-			l.relay(int(ev.Fd), buf)
+			l.relay(int(ev.Fd), buf, ev.Events&(syscall.EPOLLRDHUP|syscall.EPOLLHUP|syscall.EPOLLERR) != 0)
 		}
 	}
 }
 
 // relay reads fd until a read comes back short and writes each read to its
-// peer; an end or an error closes both.
-func (l *epollLoop) relay(fd int, buf []byte) {
+// peer; an end or an error closes both. ending is an event that told of the
+// peer's end (EPOLLRDHUP, as nginx's pending_eof): its last bytes and its
+// end may share the edge, so a short read does not stop the reads, the read
+// that finds the end does.
+func (l *epollLoop) relay(fd int, buf []byte, ending bool) {
 	l.mu.Lock()
 	peer, ok := l.peer[fd]
 	l.mu.Unlock()
@@ -167,7 +165,7 @@ func (l *epollLoop) relay(fd int, buf []byte) {
 			l.drop(fd)
 			return
 		}
-		if n < len(buf) {
+		if n < len(buf) && !ending {
 			return
 		}
 	}

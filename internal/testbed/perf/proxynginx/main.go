@@ -532,12 +532,13 @@ const tcpEnv = "PROXYNGINX_TCP"
 // connection of its own, and each direction is one goroutine that reads what
 // is there and writes it at once. It does not speak HTTP: it is the floor of
 // any proxy on Go's network poller, below net/http.
-func serveTCP(upstream, addr string) error {
-	target, err := url.Parse(upstream)
-	if err != nil {
-		return err
-	}
-	ln, err := net.Listen("tcp", addr)
+func serveTCP(upstream, addr string) error { return serveRelay(upstream, addr, relayBytes) }
+
+// serveRelay serves addr: every client connection gets an upstream
+// connection of its own, and relay copies each direction on a goroutine of
+// its own.
+func serveRelay(upstream, addr string, relay func(dst, src net.Conn)) error {
+	host, ln, err := listenFor(upstream, addr)
 	if err != nil {
 		return err
 	}
@@ -548,15 +549,25 @@ func serveTCP(upstream, addr string) error {
 		}
 		go func() {
 			defer func() { _ = c.Close() }()
-			u, err := net.Dial("tcp", target.Host)
+			u, err := net.Dial("tcp", host)
 			if err != nil {
 				return
 			}
 			defer func() { _ = u.Close() }()
-			go relayBytes(u, c)
-			relayBytes(c, u)
+			go relay(u, c)
+			relay(c, u)
 		}()
 	}
+}
+
+// listenFor listens on addr for a relay to upstream's host.
+func listenFor(upstream, addr string) (host string, ln net.Listener, err error) {
+	target, err := url.Parse(upstream)
+	if err != nil {
+		return "", nil, err
+	}
+	ln, err = net.Listen("tcp", addr)
+	return target.Host, ln, err
 }
 
 // relayBytes copies src to dst with plain reads and writes (io.Copy would

@@ -6,7 +6,6 @@ package main
 import (
 	"errors"
 	"net"
-	"net/url"
 	"os"
 	"syscall"
 	"time"
@@ -30,30 +29,7 @@ const rawReadEnv = "PROXYNGINX_RAWREAD"
 // a peer's end that comes with its last bytes (relayRaw): nginx sees it in
 // the event's EPOLLRDHUP, a Go program does not see the event.
 func serveRawRead(upstream, addr string) error {
-	target, err := url.Parse(upstream)
-	if err != nil {
-		return err
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
-	}
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			return err
-		}
-		go func() {
-			defer func() { _ = c.Close() }()
-			u, err := net.Dial("tcp", target.Host)
-			if err != nil {
-				return
-			}
-			defer func() { _ = u.Close() }()
-			go relayRaw(u.(*net.TCPConn), c.(*net.TCPConn))
-			relayRaw(c.(*net.TCPConn), u.(*net.TCPConn))
-		}()
-	}
+	return serveRelay(upstream, addr, func(dst, src net.Conn) { relayRaw(dst.(*net.TCPConn), src.(*net.TCPConn)) })
 }
 
 // relayRaw copies src to dst as described at serveRawRead; the writes are

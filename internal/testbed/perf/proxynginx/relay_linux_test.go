@@ -12,11 +12,20 @@ import (
 	"time"
 )
 
-// TestRawReadRelaysEveryByte: go_rawread's relay, which parks after a short
-// read without reading again, loses no byte and no edge: writes of every
-// size, bursts larger than its buffer among them, arrive whole and in
-// order, and the upstream's close ends the client's read.
-func TestRawReadRelaysEveryByte(t *testing.T) {
+// TestRelaysPassEveryByteAndTheEnd: the byte relays, two of which stop
+// reading at a short read (go_rawread, go_epoll), lose no byte and no
+// edge: writes of every size, bursts larger than their buffer among them,
+// arrive whole and in order, and the upstream's close, which may share the
+// edge of its last bytes, ends the client's read.
+func TestRelaysPassEveryByteAndTheEnd(t *testing.T) {
+	for name, serve := range map[string]func(upstream, addr string) error{
+		"go_tcp": serveTCP, "go_rawread": serveRawRead, "go_epoll": serveEpoll,
+	} {
+		t.Run(name, func(t *testing.T) { relaysEveryByte(t, serve) })
+	}
+}
+
+func relaysEveryByte(t *testing.T, serve func(upstream, addr string) error) {
 	up, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -37,7 +46,7 @@ func TestRawReadRelaysEveryByte(t *testing.T) {
 		writes = append(writes, b)
 		sent.Write(b)
 	}
-	serve := func(c net.Conn) {
+	answer := func(c net.Conn) {
 		defer func() { _ = c.Close() }()
 		req := make([]byte, 5)
 		if _, err := io.ReadFull(c, req); err != nil { // the client's bytes came through too (waitListening's probe sends none)
@@ -58,14 +67,14 @@ func TestRawReadRelaysEveryByte(t *testing.T) {
 			if err != nil {
 				return
 			}
-			go serve(c)
+			go answer(c)
 		}
 	}()
 	addr, err := freeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { _ = serveRawRead("http://"+up.Addr().String(), addr) }()
+	go func() { _ = serve("http://"+up.Addr().String(), addr) }()
 	if err := waitListening(addr); err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +86,7 @@ func TestRawReadRelaysEveryByte(t *testing.T) {
 	if _, err := c.Write([]byte("hello")); err != nil {
 		t.Fatal(err)
 	}
-	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
 	got, err := io.ReadAll(c)
 	if err != nil {
 		t.Fatalf("%v after %d of %d bytes", err, len(got), sent.Len())
