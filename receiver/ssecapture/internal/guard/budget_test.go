@@ -97,6 +97,26 @@ func (h *harness) callAs(t *testing.T, info client.Info) (*Session, <-chan resul
 	return s, out
 }
 
+// failingCall makes a call as info whose primary answers 503, and its
+// failover when failsOver (the alternate answers 503 too; otherwise no
+// request may reach it); it returns the attempts the budget refused.
+func (h *harness) failingCall(t *testing.T, info client.Info, failsOver bool) int {
+	t.Helper()
+	s, out := h.callAs(t, info)
+	h.primary.next(t).status(http.StatusServiceUnavailable, `{"error":{"message":"overloaded"}}`)
+	if failsOver {
+		h.alt.next(t).status(http.StatusServiceUnavailable, `{"error":{"message":"overloaded"}}`)
+	} else {
+		h.alt.none(t)
+	}
+	r := wait(t, out)
+	require.NoError(t, r.err)
+	assert.Equal(t, http.StatusServiceUnavailable, r.resp.StatusCode)
+	require.NoError(t, r.resp.Body.Close())
+	s.Finish()
+	return s.Refused()
+}
+
 // TestOneClientsFailuresLeaveAnotherItsFailover: the calls of a client
 // whose every upstream fails spend its own bucket; another client's 503
 // still fails over.
@@ -109,19 +129,7 @@ func TestOneClientsFailuresLeaveAnotherItsFailover(t *testing.T) {
 	good := client.Info{Addr: ipAddr("10.0.0.2")}
 
 	for i := range 3 {
-		s, out := h.callAs(t, bad)
-		h.primary.next(t).status(http.StatusServiceUnavailable, `{"error":{"message":"overloaded"}}`)
-		if i == 0 {
-			h.alt.next(t).status(http.StatusServiceUnavailable, `{"error":{"message":"overloaded"}}`)
-		} else {
-			h.alt.none(t)
-		}
-		r := wait(t, out)
-		require.NoError(t, r.err)
-		assert.Equal(t, http.StatusServiceUnavailable, r.resp.StatusCode)
-		require.NoError(t, r.resp.Body.Close())
-		s.Finish()
-		assert.Equal(t, min(i, 1), s.Refused(), "call %d of the failing client", i)
+		assert.Equal(t, min(i, 1), h.failingCall(t, bad, i == 0), "call %d of the failing client", i)
 	}
 
 	s, out := h.callAs(t, good)
@@ -157,19 +165,8 @@ func TestIPv6ClientCannotRotateAddresses(t *testing.T) {
 			h := newHarness(t, Rule{MaxAttempts: 2, Budgets: budgets, IPv6Prefix: tc.prefix})
 			var refused []int
 			for i := range 3 {
-				s, out := h.callAs(t, client.Info{Addr: ipAddr(fmt.Sprintf("2001:db8:0:7::%x", 0x1000+i))})
-				h.primary.next(t).status(http.StatusServiceUnavailable, `{"error":{"message":"overloaded"}}`)
-				if tc.refused[i] == 0 {
-					h.alt.next(t).status(http.StatusServiceUnavailable, `{"error":{"message":"overloaded"}}`)
-				} else {
-					h.alt.none(t)
-				}
-				r := wait(t, out)
-				require.NoError(t, r.err)
-				assert.Equal(t, http.StatusServiceUnavailable, r.resp.StatusCode)
-				require.NoError(t, r.resp.Body.Close())
-				s.Finish()
-				refused = append(refused, s.Refused())
+				info := client.Info{Addr: ipAddr(fmt.Sprintf("2001:db8:0:7::%x", 0x1000+i))}
+				refused = append(refused, h.failingCall(t, info, tc.refused[i] == 0))
 			}
 			assert.Equal(t, tc.refused, refused, "failovers refused, call by call")
 			assert.Equal(t, tc.clients, budgets.Clients())
