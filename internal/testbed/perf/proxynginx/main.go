@@ -133,34 +133,18 @@ func run(o options) error {
 		p.name = name
 		paths = append(paths, p)
 	}
-	bare, stop, err := startBare(upstream)
-	if err != nil {
-		return fmt.Errorf("go_bare: %w", err)
+	// This program again, as each Go proxy, in the order the rounds rotate.
+	for _, self := range []struct{ name, env string }{
+		{"go_bare", bareEnv}, {"go_tcp", tcpEnv}, {"go_rawread", rawReadEnv}, {"go_epoll", epollEnv},
+	} {
+		p, stop, err := startSelf(self.env, upstream)
+		if err != nil {
+			return fmt.Errorf("%s: %w", self.name, err)
+		}
+		stops = append(stops, stop)
+		p.name = self.name
+		paths = append(paths, p)
 	}
-	stops = append(stops, stop)
-	bare.name = "go_bare"
-	paths = append(paths, bare)
-	relay, stop, err := startSelf(tcpEnv, upstream)
-	if err != nil {
-		return fmt.Errorf("go_tcp: %w", err)
-	}
-	stops = append(stops, stop)
-	relay.name = "go_tcp"
-	paths = append(paths, relay)
-	raw, stop, err := startSelf(rawReadEnv, upstream)
-	if err != nil {
-		return fmt.Errorf("go_rawread: %w", err)
-	}
-	stops = append(stops, stop)
-	raw.name = "go_rawread"
-	paths = append(paths, raw)
-	own, stop, err := startSelf(epollEnv, upstream)
-	if err != nil {
-		return fmt.Errorf("go_epoll: %w", err)
-	}
-	stops = append(stops, stop)
-	own.name = "go_epoll"
-	paths = append(paths, own)
 	bin, err := findNginx(o.nginx)
 	if err != nil {
 		return err
@@ -501,12 +485,10 @@ func startCollector(bin, dir, upstream string) (*path, func(), error) {
 // go_bare path.
 const bareEnv = "PROXYNGINX_BARE"
 
-// startBare runs this program again as a plain httputil.ReverseProxy that
-// flushes every write and captures nothing: the floor of a Go proxy that
-// speaks HTTP, which tells the capture's cost apart from Go's net/http.
-func startBare(upstream string) (*path, func(), error) { return startSelf(bareEnv, upstream) }
-
-// startSelf runs this program again as the proxy that env names.
+// startSelf runs this program again as the proxy that env names. go_bare's
+// is a plain httputil.ReverseProxy that flushes every write and captures
+// nothing: the floor of a Go proxy that speaks HTTP, which tells the
+// capture's cost apart from Go's net/http.
 func startSelf(env, upstream string) (*path, func(), error) {
 	addr, err := freeAddr()
 	if err != nil {
