@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"testing"
@@ -77,6 +78,11 @@ func TestClientOfIPv6IsItsNetwork(t *testing.T) {
 	assert.Equal(t, "addr:fe80::/64", ClientOf(withClient(client.Info{Addr: &net.IPAddr{IP: net.ParseIP("fe80::1"), Zone: "eth0"}}), 0),
 		"the zone is dropped: it names an interface, not a client")
 	assert.Equal(t, "addr:2001:db8::/64", of("2001:db8::1", 129), "out of range: the default (the configuration refuses it)")
+	port := func(addr string) string {
+		return ClientOf(withClient(client.Info{Addr: net.TCPAddrFromAddrPort(netip.MustParseAddrPort(addr))}), 0)
+	}
+	assert.Equal(t, "addr:10.0.0.1", port("10.0.0.1:5000"), "a listener that records the port: the client is its address")
+	assert.Equal(t, "addr:2001:db8::/64", port("[2001:db8::1]:5000"))
 }
 
 // callAs starts a guarded call as the listener hands it over for info.

@@ -28,8 +28,8 @@ const DefaultIPv6Prefix = 64
 // address (confighttp records no port, so a client that opens new
 // connections keeps its bucket), an IPv6 address cut to its first
 // ipv6Prefix bits (0: DefaultIPv6Prefix), else one bucket for the calls
-// that tell neither. The prefixes keep one kind from posing as another, as the
-// hedge_advisor's client key does. Attributes are hashed: the name stays
+// that tell neither. The prefixes keep one kind from posing as another,
+// as the hedge_advisor's client key does. Attributes are hashed: the name stays
 // short whatever the authenticator returns, and no credential an
 // authenticator exposes is held.
 func ClientOf(ctx context.Context, ipv6Prefix int) string {
@@ -58,14 +58,19 @@ func ClientOf(ctx context.Context, ipv6Prefix int) string {
 
 // addrKey is the client of address s: an IPv4 address (an IPv4-mapped IPv6
 // one included) as it is, an IPv6 address as its network of prefix bits
-// (0: DefaultIPv6Prefix), its zone dropped; anything else as it is. An
+// (0: DefaultIPv6Prefix), its zone dropped, a port (a listener other than
+// confighttp's may give one) dropped; anything else as it is. An
 // IPv6 client is handed at least a /64 and picks any address in it at no
 // cost: keyed by the address, it could spend a fresh bucket per call and
 // drain the shared one alone.
 func addrKey(s string, prefix int) string {
 	a, err := netip.ParseAddr(s)
 	if err != nil {
-		return s
+		ap, err := netip.ParseAddrPort(s)
+		if err != nil {
+			return s
+		}
+		a = ap.Addr()
 	}
 	a = a.Unmap()
 	if !a.Is6() {
