@@ -157,9 +157,9 @@ func TestHeartbeatsDoNotDodgeTheWatchdog(t *testing.T) {
 
 // TestFloodOfPingsDoesNotDodgeTheWatchdog: an upstream that after its
 // first content chunk sends comments as fast as the connection takes them
-// keeps a read on its way to the client nearly all the time (a read not
-// classified yet is no silence); the watchdog still ends the stream, with
-// the frame, long before the flood ends.
+// keeps a read on its way to the client nearly all the time; only one that
+// arrived before the deadline may postpone the cut, so the watchdog ends
+// the stream, with the frame, long before the flood ends.
 func TestFloodOfPingsDoesNotDodgeTheWatchdog(t *testing.T) {
 	const timeout = 300 * time.Millisecond
 	ping := strings.Repeat(": ping\n\n", 512)

@@ -333,10 +333,9 @@ func (b *committedBody) arm(now, last int64, answered bool) {
 }
 
 // unreadLook is how soon the watchdog first looks again at a stream past
-// its deadline while a read is still on its way to the client: soon, so
-// that an upstream that keeps a read in flight (frames without content
-// sent without pause) postpones the cut by about this much, not by a
-// timeout.
+// its deadline while a read that arrived before the deadline is still on
+// its way to the client: soon, so that such a read postpones the cut by
+// about this much, not by a timeout.
 const unreadLook = 50 * time.Millisecond
 
 // nextLook is the wait before the next look at a stream whose read is

@@ -393,11 +393,11 @@ func TestPastTheHeldBoundContentDisarmsTheTTFTTimeout(t *testing.T) {
 	assert.Empty(t, s.Ended())
 }
 
-// TestReadsInFlightPostponeACutBriefly: an upstream that sends frames
-// without content without pause keeps a read on its way to the client at
-// most moments. A read in flight at the deadline postpones the cut only
-// until the watchdog's next look (unreadLook), not by a stall timeout, so
-// that such a flood cannot keep a stalled stream open a timeout per read.
+// TestReadsInFlightPostponeACutBriefly: a read that arrived before the
+// deadline and is still in flight at it postpones the cut only until the
+// watchdog's next look (unreadLook), not by a stall timeout; reads that
+// arrive after the deadline do not postpone it at all
+// (TestReadArrivedPastTheDeadlineDoesNotHoldTheCut).
 func TestReadsInFlightPostponeACutBriefly(t *testing.T) {
 	h := newHarness(t, Rule{StallTimeout: time.Second, MaxAttempts: 1})
 	s, p, resp, cc := h.commit(t, textFrame)
@@ -438,10 +438,10 @@ func TestNextLookBacksOff(t *testing.T) {
 	assert.Equal(t, unreadLook, nextLook(unreadLook, 10*ms))
 }
 
-// TestReadHeldInFlightBacksOffTheLooks: while a read stays on its way to
-// the client past the deadline, each look waits twice as long as the last,
-// so a slow client costs a few looks; the cut comes at the first look
-// after the read is classified.
+// TestReadHeldInFlightBacksOffTheLooks: while a read that arrived before
+// the deadline stays on its way to the client past it, each look waits
+// twice as long as the last, so a slow client costs a few looks; the cut
+// comes at the first look after the read is classified.
 func TestReadHeldInFlightBacksOffTheLooks(t *testing.T) {
 	h := newHarness(t, Rule{StallTimeout: time.Second, MaxAttempts: 1})
 	_, p, resp, cc := h.commit(t, textFrame)
