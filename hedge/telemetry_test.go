@@ -171,8 +171,11 @@ func TestTelemetryOfAHedgedCall(t *testing.T) {
 	clock.Advance(10 * time.Millisecond)
 	pb.events <- text("two ")
 	c.next(t)
+	// A stall, then a keepalive and the next chunk: the keepalive is sent
+	// once the clock has moved, so that its stamp does not depend on
+	// whether the reader takes it before or after the clock moves.
+	clock.Advance(3 * time.Second)
 	pb.events <- Event{Type: EventKeepalive}
-	clock.Advance(3 * time.Second) // a stall, filled with a keepalive
 	pb.events <- text("three")
 	c.next(t)
 	pb.events <- Event{Type: EventDone, Model: "b-2025", Usage: Usage{InputTokens: 7, OutputTokens: 3}, FinishReason: "stop"}
