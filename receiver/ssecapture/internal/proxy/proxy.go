@@ -488,7 +488,14 @@ func (h *headerTimeout) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx, cancel := context.WithCancelCause(req.Context())
 	timer := time.AfterFunc(h.timeout, func() { cancel(errUpstreamTimeout) })
 	resp, err := h.next.RoundTrip(req.WithContext(ctx))
-	if !timer.Stop() && err != nil {
+	if !timer.Stop() {
+		// The timeout has cancelled the request: headers that came as it
+		// did head a body whose first read fails, a 200 and a cut stream
+		// the upstream never cut. Past the deadline the wait is a timeout.
+		if err == nil {
+			_ = resp.Body.Close()
+			err = errors.New("the response headers came as the timeout ran out")
+		}
 		cancel(nil)
 		return nil, fmt.Errorf("%w: %w", errUpstreamTimeout, err)
 	}

@@ -1,0 +1,155 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package ssecapture
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/config/confighttp"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/receiver/receivertest"
+	"go.uber.org/goleak"
+
+	"github.com/streamstall/streamstall/internal/semconv"
+	"github.com/streamstall/streamstall/receiver/ssecapture/internal/metadata"
+	"github.com/streamstall/streamstall/receiver/ssecapture/internal/proxy"
+)
+
+// TestShutdownDuringTheHedgeRace: calls whose primary and hedge both wait
+// for response headers when the collector shuts down. Every attempt has
+// its span, the call's says shutdown, every upstream connection is closed
+// and no goroutine of the calls is left.
+func TestShutdownDuringTheHedgeRace(t *testing.T) {
+	noLeaks(t)
+	const calls = 5
+	primary, alternate := newHangingUpstream(t), newHangingUpstream(t)
+	cfg := NewFactory().CreateDefaultConfig().(*Config)
+	pc := cfg.Proxy.GetOrInsertDefault()
+	pc.NetAddr.Endpoint = "127.0.0.1:0"
+	pc.Upstream.Endpoint = primary.url()
+	pc.ShutdownTimeout = 100 * time.Millisecond
+	gc := pc.Guard.GetOrInsertDefault()
+	alt := confighttp.NewDefaultClientConfig()
+	alt.Endpoint = alternate.url()
+	gc.Hedge.Alternates = []AlternateConfig{{ClientConfig: alt}}
+	gc.Hedge.Delay = AutoDuration(20 * time.Millisecond)
+	require.NoError(t, cfg.Validate())
+	sink := new(consumertest.TracesSink)
+	r, err := NewFactory().CreateTraces(context.Background(), receivertest.NewNopSettings(metadata.Type), cfg, sink)
+	require.NoError(t, err)
+	rcv := r.(*sseCaptureReceiver)
+	require.NoError(t, rcv.Start(context.Background(), componenttest.NewNopHost()))
+	proxyURL := "http://" + rcv.addrs["proxy"].String()
+
+	client := &http.Client{Transport: &http.Transport{}}
+	var wg sync.WaitGroup
+	statuses := make(chan int, calls)
+	for range calls {
+		wg.Go(func() {
+			body := `{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+			req, err := http.NewRequestWithContext(testContext(t), http.MethodPost, proxyURL+"/v1/chat/completions", strings.NewReader(body))
+			if !assert.NoError(t, err) {
+				return
+			}
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := client.Do(req)
+			if err != nil {
+				return // the connection closed before the answer was read
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+			statuses <- resp.StatusCode
+		})
+	}
+	require.Eventually(t, func() bool {
+		return primary.requests.Load() == calls && alternate.requests.Load() == calls
+	}, 10*time.Second, 5*time.Millisecond)
+	require.NoError(t, rcv.Shutdown(context.Background()))
+	wg.Wait()
+	close(statuses)
+	for s := range statuses {
+		assert.Equal(t, http.StatusServiceUnavailable, s)
+	}
+	client.CloseIdleConnections()
+	require.Eventually(t, func() bool { return primary.open.Load() == 0 && alternate.open.Load() == 0 },
+		10*time.Second, 5*time.Millisecond, "every upstream connection is closed")
+	spans := (&fixture{sink: sink}).spans(t, 2*calls)
+	for _, s := range spans {
+		if attr(t, s, semconv.AttrHedgeOutcome).Str() == semconv.HedgeOutcomeWinner {
+			assert.Equal(t, "shutdown", attr(t, s, semconv.AttrErrorType).Str())
+		}
+	}
+}
+
+// noLeaks checks, once the test and its cleanups are done, that no
+// goroutine it started is left.
+func noLeaks(t *testing.T) {
+	ignore := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
+}
+
+// lateHeaders is an upstream transport whose response headers come just as
+// the request's context ends (net/http returns a response it has read even
+// when the context ends the same moment); its body then fails, as a body
+// read after the end of its request's context does.
+type lateHeaders struct {
+	mu     sync.Mutex
+	closed bool
+}
+
+func (l *lateHeaders) RoundTrip(req *http.Request) (*http.Response, error) {
+	<-req.Context().Done()
+	return &http.Response{
+		StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"text/event-stream"}},
+		Body: &lateBody{l: l, ctx: req.Context()}, Request: req,
+	}, nil
+}
+
+type lateBody struct {
+	l   *lateHeaders
+	ctx context.Context
+}
+
+func (b *lateBody) Read([]byte) (int, error) { return 0, context.Cause(b.ctx) }
+
+func (b *lateBody) Close() error {
+	b.l.mu.Lock()
+	defer b.l.mu.Unlock()
+	b.l.closed = true
+	return nil
+}
+
+// TestHeaderTimeoutAtTheDeadlineIsATimeout: response headers that come as
+// upstream.timeout runs out. The timeout has cancelled the request, so the
+// stream could only break after its 200: the client would get a status
+// that promises a stream and a body cut at once, and the span a
+// stream_truncated that the upstream never did. Past its deadline the wait
+// is a timeout (the proxy's 504, the guard's next attempt), and the
+// response is closed.
+func TestHeaderTimeoutAtTheDeadlineIsATimeout(t *testing.T) {
+	up := &lateHeaders{}
+	rt := proxy.HeaderTimeout(up, 20*time.Millisecond)
+	req, err := http.NewRequestWithContext(testContext(t), http.MethodPost, "http://upstream.invalid/v1/chat/completions", http.NoBody)
+	require.NoError(t, err)
+	resp, err := rt.RoundTrip(req)
+	if resp != nil {
+		_, readErr := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		t.Logf("a %d came back, its body failed: %v", resp.StatusCode, readErr)
+	}
+	require.Error(t, err, "headers that came at the deadline are a timeout")
+	assert.Nil(t, resp)
+	up.mu.Lock()
+	defer up.mu.Unlock()
+	assert.True(t, up.closed, "the late response is closed")
+}
