@@ -153,3 +153,44 @@ func TestHeaderTimeoutAtTheDeadlineIsATimeout(t *testing.T) {
 	defer up.mu.Unlock()
 	assert.True(t, up.closed, "the late response is closed")
 }
+
+// TestGuardHedgeDelayPastTheTTFTTimeoutIsRefused: a hedge delay at or past
+// ttft_timeout validates, yet never starts a hedge: each attempt is given
+// up at ttft_timeout, which starts the next one and arms the delay again
+// from there. The operator who asked for a race gets serial failover. The
+// configuration says so instead, for the top level, a learned delay's
+// fallback, and a model entry whose ttft_timeout undercuts the top level's
+// delay.
+func TestGuardHedgeDelayPastTheTTFTTimeoutIsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		set  func(*GuardConfig)
+		want string
+	}{
+		{"fixed", func(g *GuardConfig) {
+			g.TTFTTimeout, g.Hedge.Delay = 2*time.Second, AutoDuration(2*time.Second)
+		}, "proxy: guard: hedge.delay 2s must be shorter than ttft_timeout 2s"},
+		{"fallback", func(g *GuardConfig) {
+			g.TTFTTimeout, g.Hedge.Delay = time.Second, autoDuration
+		}, "proxy: guard: hedge.fallback_delay 2s must be shorter than ttft_timeout 1s"},
+		{"model", func(g *GuardConfig) {
+			ttft := 500 * time.Millisecond
+			g.TTFTTimeout, g.Hedge.Delay = 30*time.Second, AutoDuration(time.Second)
+			g.Models = []ModelGuardConfig{{Model: "fast*", TTFTTimeout: &ttft}}
+		}, "proxy: guard: models[0]: hedge.delay 1s must be shorter than ttft_timeout 500ms"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := NewFactory().CreateDefaultConfig().(*Config)
+			pc := cfg.Proxy.GetOrInsertDefault()
+			pc.Upstream.Endpoint = "http://127.0.0.1:1"
+			tc.set(pc.Guard.GetOrInsertDefault())
+			assert.ErrorContains(t, cfg.Validate(), tc.want)
+		})
+	}
+	cfg := NewFactory().CreateDefaultConfig().(*Config)
+	pc := cfg.Proxy.GetOrInsertDefault()
+	pc.Upstream.Endpoint = "http://127.0.0.1:1"
+	g := pc.Guard.GetOrInsertDefault()
+	g.TTFTTimeout, g.Hedge.Delay = 30*time.Second, AutoDuration(29*time.Second)
+	assert.NoError(t, cfg.Validate(), "a delay under ttft_timeout is fine")
+}

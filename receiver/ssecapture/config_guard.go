@@ -329,6 +329,26 @@ func (g *GuardConfig) rule() guardRule {
 	}
 }
 
+// validateDelayUnderTTFT refuses a hedge delay that can never start a
+// hedge: an attempt is given up at ttft_timeout, which starts the next one
+// at once and arms the delay again from there, so a delay at or past it
+// leaves serial failover where a race was asked for. A learned delay's
+// fallback is the delay until min_samples are in.
+func (r guardRule) validateDelayUnderTTFT(where string) []error {
+	if r.TTFTTimeout <= 0 || r.MaxAttempts < 2 {
+		return nil
+	}
+	name, d := "hedge.delay", r.Delay.Duration()
+	if r.Delay.Auto() {
+		name, d = "hedge.fallback_delay", r.FallbackDelay
+	}
+	if d < r.TTFTTimeout {
+		return nil
+	}
+	return []error{fmt.Errorf("%s: %s %v must be shorter than ttft_timeout %v: each attempt is given up at ttft_timeout, "+
+		"before the delay would start a hedge", where, name, d, r.TTFTTimeout)}
+}
+
 // over lays the keys m sets over r.
 func (m *ModelGuardConfig) over(r guardRule) guardRule {
 	set(&r.StallTimeout, m.StallTimeout)
@@ -406,6 +426,7 @@ func (r guardRule) validate(where string) error {
 	if r.MaxAttempts < 1 || r.MaxAttempts > hedgecore.MaxAttempts {
 		errs = append(errs, fmt.Errorf("%s: hedge.max_attempts %d must be between 1 and %d", where, r.MaxAttempts, hedgecore.MaxAttempts))
 	}
+	errs = append(errs, r.validateDelayUnderTTFT(where)...)
 	b := r.Budget
 	if !(b.MaxTokens >= 0 && b.MaxTokens <= maxBudgetTokens) {
 		errs = append(errs, fmt.Errorf("%s: hedge.budget.max_tokens %v must be between 0 (no budget) and %d", where, b.MaxTokens, maxBudgetTokens))
