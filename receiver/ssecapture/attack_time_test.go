@@ -18,9 +18,11 @@ import (
 	"go.opentelemetry.io/collector/config/confighttp"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/receiver/receivertest"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.uber.org/goleak"
 
 	"github.com/streamstall/streamstall/internal/semconv"
+	"github.com/streamstall/streamstall/internal/testbed/fakellm"
 	"github.com/streamstall/streamstall/receiver/ssecapture/internal/metadata"
 	"github.com/streamstall/streamstall/receiver/ssecapture/internal/proxy"
 )
@@ -193,4 +195,36 @@ func TestGuardHedgeDelayPastTheTTFTTimeoutIsRefused(t *testing.T) {
 	g := pc.Guard.GetOrInsertDefault()
 	g.TTFTTimeout, g.Hedge.Delay = 30*time.Second, AutoDuration(29*time.Second)
 	assert.NoError(t, cfg.Validate(), "a delay under ttft_timeout is fine")
+}
+
+// TestGuardCutsAreCounted: the streams the proxy ends itself (a stall, a
+// ttft_timeout) are what an on-call engineer alerts on, and the spans that
+// say so may be dropped (a full queue, a failing exporter) or sampled away
+// downstream. The receiver counts them in its own telemetry, by reason.
+func TestGuardCutsAreCounted(t *testing.T) {
+	stall := fakellm.Script{TTFTMillis: 5, GapsMillis: []float64{5, 60000}}
+	silent := fakellm.Script{TTFTMillis: 60000}
+	f := newGuardFixture(t, stall, silent, func(g *GuardConfig) {
+		g.StallTimeout = AutoDuration(100 * time.Millisecond)
+		g.TTFTTimeout = 150 * time.Millisecond
+		g.Hedge.MaxAttempts = 1
+	})
+	client := testClient(t)
+	resp, body := post(t, client, f.proxyURL+"/v1/chat/completions", shapes[0].body, nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, string(body), "stall_timeout")
+	resp, _ = post(t, client, f.proxyURL+"/v1/chat/completions", shapes[0].body, scriptHeader(t, silent))
+	require.Equal(t, http.StatusGatewayTimeout, resp.StatusCode)
+	f.spans(t, 2)
+
+	got, err := f.tel.GetMetric("otelcol_receiver_sse_capture_streams.cut")
+	require.NoError(t, err, "the receiver counts the streams it cut")
+	sum, ok := got.Data.(metricdata.Sum[int64])
+	require.True(t, ok)
+	byReason := map[string]int64{}
+	for _, dp := range sum.DataPoints {
+		r, _ := dp.Attributes.Value("reason")
+		byReason[r.AsString()] += dp.Value
+	}
+	assert.Equal(t, map[string]int64{"stall_timeout": 1, "ttft_timeout": 1}, byReason)
 }

@@ -34,6 +34,7 @@ type TelemetryBuilder struct {
 	ReceiverSseCaptureRequestsShed     metric.Int64Counter
 	ReceiverSseCaptureSpansDropped     metric.Int64Counter
 	ReceiverSseCaptureStreamsCaptured  metric.Int64Counter
+	ReceiverSseCaptureStreamsCut       metric.Int64Counter
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -110,6 +111,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	builder.ReceiverSseCaptureStreamsCaptured, err = builder.meter.Int64Counter(
 		"otelcol_receiver_sse_capture_streams.captured",
 		metric.WithDescription("Number of LLM calls the proxy turned into spans [Development]"),
+		metric.WithUnit("{call}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverSseCaptureStreamsCut, err = builder.meter.Int64Counter(
+		"otelcol_receiver_sse_capture_streams.cut",
+		metric.WithDescription("Number of proxied calls the proxy ended itself before their upstream did (attribute reason) - stall_timeout and ttft_timeout by the guard, send_timeout for a client that stopped reading, shutdown at the collector's shutdown [Development]"),
 		metric.WithUnit("{call}"),
 	)
 	errs = errors.Join(errs, err)

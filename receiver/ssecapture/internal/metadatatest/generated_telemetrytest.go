@@ -148,3 +148,19 @@ func AssertEqualReceiverSseCaptureStreamsCaptured(t *testing.T, tt *componenttes
 	require.NoError(t, err)
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
+
+func AssertEqualReceiverSseCaptureStreamsCut(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_receiver_sse_capture_streams.cut",
+		Description: "Number of proxied calls the proxy ended itself before their upstream did (attribute reason) - stall_timeout and ttft_timeout by the guard, send_timeout for a client that stopped reading, shutdown at the collector's shutdown [Development]",
+		Unit:        "{call}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_receiver_sse_capture_streams.cut")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}

@@ -27,6 +27,7 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ReceiverSseCaptureRequestsShed.Add(context.Background(), 1)
 	tb.ReceiverSseCaptureSpansDropped.Add(context.Background(), 1)
 	tb.ReceiverSseCaptureStreamsCaptured.Add(context.Background(), 1)
+	tb.ReceiverSseCaptureStreamsCut.Add(context.Background(), 1)
 	AssertEqualReceiverSseCaptureChunksCaptured(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
@@ -49,6 +50,9 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverSseCaptureStreamsCaptured(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverSseCaptureStreamsCut(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 

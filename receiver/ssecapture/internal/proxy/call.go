@@ -18,7 +18,9 @@ import (
 	"github.com/jonboulle/clockwork"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/baggage"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
@@ -29,6 +31,7 @@ import (
 	"github.com/streamstall/streamstall/internal/sse"
 	"github.com/streamstall/streamstall/internal/truncate"
 	"github.com/streamstall/streamstall/receiver/ssecapture/internal/frames"
+	"github.com/streamstall/streamstall/receiver/ssecapture/internal/guard"
 	"github.com/streamstall/streamstall/receiver/ssecapture/internal/metadata"
 )
 
@@ -366,10 +369,26 @@ func (c *call) finish() {
 		c.d.logger.Debug("stream frames not understood", zap.Error(c.parseErr))
 	}
 	c.d.telemetry.ReceiverSseCaptureStreamsCaptured.Add(context.Background(), 1)
+	if reason := c.outcome(); cutByProxy(reason) {
+		// Counted apart from the span, which a full queue or a sampler
+		// downstream may drop: cuts are what an on-call engineer alerts on.
+		c.d.telemetry.ReceiverSseCaptureStreamsCut.Add(context.Background(), 1,
+			metric.WithAttributes(attribute.String("reason", reason)))
+	}
 	if c.chunks != nil {
 		c.d.telemetry.ReceiverSseCaptureChunksCaptured.Add(context.Background(), c.chunks.Total())
 	}
 	c.d.emit(td)
+}
+
+// cutByProxy reports whether error.type says the proxy ended the call
+// itself, before its upstream did.
+func cutByProxy(errType string) bool {
+	switch errType {
+	case guard.ErrTypeStallTimeout, guard.ErrTypeTTFTTimeout, errTypeSendTimeout, errTypeShutdown:
+		return true
+	}
+	return false
 }
 
 func (c *call) fillSpan(span ptrace.Span, end int64) {
