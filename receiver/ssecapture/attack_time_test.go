@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -47,7 +48,11 @@ func TestShutdownDuringTheHedgeRace(t *testing.T) {
 	gc.Hedge.Delay = AutoDuration(20 * time.Millisecond)
 	require.NoError(t, cfg.Validate())
 	sink := new(consumertest.TracesSink)
-	r, err := NewFactory().CreateTraces(context.Background(), receivertest.NewNopSettings(metadata.Type), cfg, sink)
+	tel := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+	set := receivertest.NewNopSettings(metadata.Type)
+	set.TelemetrySettings = tel.NewTelemetrySettings()
+	r, err := NewFactory().CreateTraces(context.Background(), set, cfg, sink)
 	require.NoError(t, err)
 	rcv := r.(*sseCaptureReceiver)
 	require.NoError(t, rcv.Start(context.Background(), componenttest.NewNopHost()))
@@ -91,6 +96,22 @@ func TestShutdownDuringTheHedgeRace(t *testing.T) {
 			assert.Equal(t, "shutdown", attr(t, s, semconv.AttrErrorType).Str())
 		}
 	}
+	assert.Equal(t, map[string]int64{"shutdown": calls}, cutsByReason(t, tel))
+}
+
+// cutsByReason reads otelcol_receiver_sse_capture_streams.cut by reason.
+func cutsByReason(t *testing.T, tel *componenttest.Telemetry) map[string]int64 {
+	t.Helper()
+	got, err := tel.GetMetric("otelcol_receiver_sse_capture_streams.cut")
+	require.NoError(t, err, "the receiver counts the streams it cut")
+	sum, ok := got.Data.(metricdata.Sum[int64])
+	require.True(t, ok)
+	byReason := map[string]int64{}
+	for _, dp := range sum.DataPoints {
+		r, _ := dp.Attributes.Value("reason")
+		byReason[r.AsString()] += dp.Value
+	}
+	return byReason
 }
 
 // noLeaks checks, once the test and its cleanups are done, that no
@@ -217,14 +238,85 @@ func TestGuardCutsAreCounted(t *testing.T) {
 	require.Equal(t, http.StatusGatewayTimeout, resp.StatusCode)
 	f.spans(t, 2)
 
-	got, err := f.tel.GetMetric("otelcol_receiver_sse_capture_streams.cut")
-	require.NoError(t, err, "the receiver counts the streams it cut")
-	sum, ok := got.Data.(metricdata.Sum[int64])
-	require.True(t, ok)
-	byReason := map[string]int64{}
-	for _, dp := range sum.DataPoints {
-		r, _ := dp.Attributes.Value("reason")
-		byReason[r.AsString()] += dp.Value
+	assert.Equal(t, map[string]int64{"stall_timeout": 1, "ttft_timeout": 1}, cutsByReason(t, f.tel))
+}
+
+// holdingUpstream answers every request with a stream of role-only deltas
+// (frames without content) of about size bytes, then holds the stream open
+// without content until its request ends; it counts the requests still
+// open.
+type holdingUpstream struct {
+	size int
+	open atomic.Int64
+	seen atomic.Int64
+}
+
+func (u *holdingUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	u.open.Add(1)
+	defer u.open.Add(-1)
+	u.seen.Add(1)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	frame := `data: {"id":"c","object":"chat.completion.chunk","model":"gpt-4o","choices":[{"index":0,"delta":{"role":"assistant"}}]}` + "\n\n"
+	for n := 0; n < u.size; n += len(frame) {
+		_, _ = io.WriteString(w, frame)
 	}
-	assert.Equal(t, map[string]int64{"stall_timeout": 1, "ttft_timeout": 1}, byReason)
+	_ = http.NewResponseController(w).Flush()
+	<-r.Context().Done()
+}
+
+// TestClientGoneWhileAttemptsHold: a client leaves while both attempts of
+// its call hold frames without content (past the free 64 KiB, so they
+// draw on frame_buffer_bytes). Both upstream requests end, the budget is
+// all given back, both attempts have their span and the call's says
+// cancelled, and no goroutine is left.
+func TestClientGoneWhileAttemptsHold(t *testing.T) {
+	noLeaks(t)
+	const calls = 4
+	primary, alternate := &holdingUpstream{size: 300 << 10}, &holdingUpstream{size: 300 << 10}
+	pURL, aURL := newTestServer(t, primary), newTestServer(t, alternate)
+	cfg := NewFactory().CreateDefaultConfig().(*Config)
+	pc := cfg.Proxy.GetOrInsertDefault()
+	pc.NetAddr.Endpoint = "127.0.0.1:0"
+	pc.Upstream.Endpoint = pURL
+	gc := pc.Guard.GetOrInsertDefault()
+	alt := confighttp.NewDefaultClientConfig()
+	alt.Endpoint = aURL
+	gc.Hedge.Alternates = []AlternateConfig{{ClientConfig: alt}}
+	gc.Hedge.Delay = AutoDuration(20 * time.Millisecond)
+	require.NoError(t, cfg.Validate())
+	sink := new(consumertest.TracesSink)
+	rcv := startReceiver(t, cfg, sink, componenttest.NewNopHost(), nil)
+	proxyURL := "http://" + rcv.addrs["proxy"].String()
+
+	ctx, cancel := context.WithCancel(testContext(t))
+	client := testClient(t)
+	var wg sync.WaitGroup
+	for range calls {
+		wg.Go(func() {
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, proxyURL+"/v1/chat/completions", strings.NewReader(shapes[0].body))
+			if !assert.NoError(t, err) {
+				return
+			}
+			req.Header.Set("Content-Type", "application/json")
+			if resp, err := client.Do(req); err == nil {
+				_ = resp.Body.Close()
+				t.Errorf("a call was answered: %d", resp.StatusCode)
+			}
+		})
+	}
+	require.Eventually(t, func() bool {
+		return primary.seen.Load() == calls && alternate.seen.Load() == calls && rcv.proxy.FrameBufferBytes() > 0
+	}, 10*time.Second, 5*time.Millisecond, "both attempts of every call hold bytes")
+	cancel()
+	wg.Wait()
+	require.Eventually(t, func() bool { return primary.open.Load() == 0 && alternate.open.Load() == 0 },
+		10*time.Second, 5*time.Millisecond, "every upstream request ended")
+	spans := (&fixture{sink: sink}).spans(t, 2*calls)
+	assert.Zero(t, rcv.proxy.FrameBufferBytes(), "every attempt gave its budget back")
+	for _, s := range spans {
+		if attr(t, s, semconv.AttrHedgeOutcome).Str() == semconv.HedgeOutcomeWinner {
+			assert.Equal(t, "cancelled", attr(t, s, semconv.AttrErrorType).Str())
+		}
+	}
 }
