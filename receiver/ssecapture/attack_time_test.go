@@ -5,6 +5,7 @@ package ssecapture
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -21,6 +22,9 @@ import (
 	"go.opentelemetry.io/collector/receiver/receivertest"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.uber.org/goleak"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/streamstall/streamstall/internal/semconv"
 	"github.com/streamstall/streamstall/internal/testbed/fakellm"
@@ -319,4 +323,56 @@ func TestClientGoneWhileAttemptsHold(t *testing.T) {
 			assert.Equal(t, "cancelled", attr(t, s, semconv.AttrErrorType).Str())
 		}
 	}
+}
+
+// TestAdvisorOutageIsLogged: a guard that takes its auto values from a
+// hedge_advisor that stops answering falls back to its own learning, then
+// the floor, once the last advice is older than max_age. That changes
+// every client's hedge delay and stall timeout, and was logged at debug
+// level alone. The first failed fetch is a warning, the advisor answering
+// again is said once too, and the failures in between are not repeated.
+func TestAdvisorOutageIsLogged(t *testing.T) {
+	var failing atomic.Bool
+	advisor := newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if failing.Load() {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"window_s":60,"advice":[]}`)
+	}))
+	core, logs := observer.New(zapcore.InfoLevel)
+	cfg := NewFactory().CreateDefaultConfig().(*Config)
+	pc := cfg.Proxy.GetOrInsertDefault()
+	pc.NetAddr.Endpoint = "127.0.0.1:0"
+	pc.Upstream.Endpoint = "http://127.0.0.1:1"
+	a := pc.Guard.GetOrInsertDefault().Advisor.GetOrInsertDefault()
+	a.Endpoint, a.Interval, a.MaxAge = advisor, 20*time.Millisecond, time.Second
+	require.NoError(t, cfg.Validate())
+	set := receivertest.NewNopSettings(metadata.Type)
+	set.Logger = zap.New(core)
+	r, err := NewFactory().CreateTraces(context.Background(), set, cfg, new(consumertest.TracesSink))
+	require.NoError(t, err)
+	require.NoError(t, r.Start(context.Background(), componenttest.NewNopHost()))
+	t.Cleanup(func() { require.NoError(t, r.Shutdown(context.Background())) })
+
+	advisorLines := func() []observer.LoggedEntry {
+		return logs.FilterMessageSnippet("hedge advice").All()
+	}
+	failing.Store(true)
+	require.Eventually(t, func() bool { return len(advisorLines()) > 0 }, 5*time.Second, 5*time.Millisecond,
+		"the advisor's outage is logged above debug level")
+	time.Sleep(10 * a.Interval)
+	lines := advisorLines()
+	require.Len(t, lines, 1, "once, not at every fetch")
+	assert.Equal(t, zapcore.WarnLevel, lines[0].Level)
+	assert.NotContains(t, fmt.Sprint(lines[0].ContextMap()), advisor, "no URL, whose query may carry a credential, is logged")
+
+	failing.Store(false)
+	require.Eventually(t, func() bool { return len(advisorLines()) == 2 }, 5*time.Second, 5*time.Millisecond,
+		"its recovery is logged")
+	time.Sleep(5 * a.Interval)
+	lines = advisorLines()
+	require.Len(t, lines, 2)
+	assert.Equal(t, zapcore.InfoLevel, lines[1].Level)
 }

@@ -5,7 +5,9 @@ package guard
 
 import (
 	"context"
+	"errors"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -49,6 +51,9 @@ type Fleet struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	stop   sync.Once
+	// failing is set from a failed fetch to the next good one; only the
+	// poller (Start's first fetch, then its goroutine) touches it.
+	failing bool
 }
 
 // fleetTable is one fetched advice, by provider (lower case) and model.
@@ -113,13 +118,19 @@ func (f *Fleet) Shutdown() {
 	})
 }
 
-func (f *Fleet) refresh(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, f.set.Timeout)
+func (f *Fleet) refresh(parent context.Context) {
+	ctx, cancel := context.WithTimeout(parent, f.set.Timeout)
 	defer cancel()
 	resp, err := advice.Fetch(ctx, f.set.Client, f.set.URL)
 	if err != nil {
-		f.set.Logger.Debug("hedge advice not fetched; the last good advice stands until max_age", zap.Error(err))
+		if parent.Err() == nil {
+			f.fetchFailed(err)
+		}
 		return
+	}
+	if f.failing {
+		f.failing = false
+		f.set.Logger.Info("hedge advice fetched again from the hedge_advisor")
 	}
 	t := &fleetTable{at: f.set.Clock.Now().UnixNano(), entries: make(map[fleetKey]fleetEntry, len(resp.Advice))}
 	for i := range resp.Advice {
@@ -135,6 +146,25 @@ func (f *Fleet) refresh(ctx context.Context) {
 		}
 	}
 	f.table.Store(t)
+}
+
+// fetchFailed logs a failed fetch: the first of an outage as a warning,
+// for once the last advice is max_age old every client's auto hedge delay
+// and stall timeout change (to the proxy's own learning, then the floor),
+// and the next ones at debug level, so that an outage is one line and not
+// one per interval. The error goes without its URL, whose query may carry
+// a credential.
+func (f *Fleet) fetchFailed(err error) {
+	if ue, ok := errors.AsType[*url.Error](err); ok {
+		err = ue.Err
+	}
+	if f.failing {
+		f.set.Logger.Debug("hedge advice not fetched; the last good advice stands until max_age", zap.Error(err))
+		return
+	}
+	f.failing = true
+	f.set.Logger.Warn("hedge advice not fetched from the hedge_advisor; the last good advice stands until max_age, "+
+		"then the proxy's own learning and the floors", zap.Duration("max_age", f.set.MaxAge), zap.Error(err))
 }
 
 // lookup is the fresh advice of provider and model at now; false when the
