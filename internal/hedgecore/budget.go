@@ -47,18 +47,26 @@ func NewBudget(maxTokens, tokenRatio float64) *Budget {
 // Allow takes one token for a hedge or retry and reports whether it may go.
 // A client's bucket allows it only when the shared one does too.
 func (b *Budget) Allow() bool {
+	ok, _ := b.allow()
+	return ok
+}
+
+// allow is Allow, and for a refusal whether the shared bucket refused it
+// (the client's own allowed it): the cap over all clients, which stops
+// hedging for every client, not one client's own spent bucket.
+func (b *Budget) allow() (ok, byShared bool) {
 	if b == nil {
-		return true
+		return true, false
 	}
 	taken := b.take()
 	if taken == 0 {
-		return false
+		return false, false
 	}
 	if b.shared != nil && b.shared.take() == 0 {
 		b.add(taken) // refused by the cap over all clients: nothing was spent
-		return false
+		return false, true
 	}
-	return true
+	return true, false
 }
 
 // take takes one token while the bucket is above its threshold and returns

@@ -150,8 +150,9 @@ type Race struct {
 	acts  [2 * MaxAttempts]Action
 	nacts int
 	now   int64 // time of the event being handled, 0 in Abort
-	// refused counts the attempts the budget did not allow.
-	refused int
+	// refused counts the attempts the budget did not allow, and
+	// refusedShared those of them the shared bucket refused.
+	refused, refusedShared int
 }
 
 // Reset prepares r for a new call under p.
@@ -187,9 +188,14 @@ func (r *Race) launch(now int64, t Trigger, continuation bool) {
 	if r.done || r.n >= r.p.maxAttempts {
 		return
 	}
-	if t != TriggerPrimary && !r.budget.Allow() {
-		r.refused++
-		return
+	if t != TriggerPrimary {
+		if ok, byShared := r.budget.allow(); !ok {
+			r.refused++
+			if byShared {
+				r.refusedShared++
+			}
+			return
+		}
 	}
 	i := r.n
 	a := &r.attempts[i]
@@ -534,3 +540,7 @@ func (r *Race) ErrFrom() int { return r.errFrom }
 
 // Refused counts the attempts of the call that the budget did not allow.
 func (r *Race) Refused() int { return r.refused }
+
+// RefusedShared counts the refused attempts that the shared bucket of
+// ClientBudgets refused while the client's own bucket allowed them.
+func (r *Race) RefusedShared() int { return r.refusedShared }

@@ -376,3 +376,41 @@ func TestAdvisorOutageIsLogged(t *testing.T) {
 	require.Len(t, lines, 2)
 	assert.Equal(t, zapcore.InfoLevel, lines[1].Level)
 }
+
+// TestBudgetRefusalsSayWhichBucket: a refusal by one client's own bucket
+// is the budget working (that client's calls keep failing, the others
+// keep their failover); a refusal by the shared bucket means hedging and
+// failover are off for every client. An on-call engineer must tell them
+// apart: hedges.refused says which bucket refused, in its bucket attribute.
+func TestBudgetRefusalsSayWhichBucket(t *testing.T) {
+	f := newGuardFixture(t,
+		fakellm.Script{Status: http.StatusInternalServerError},
+		fakellm.Script{Status: http.StatusInternalServerError},
+		func(g *GuardConfig) {
+			// Each bucket allows a hedge above half its tokens: 4 > 3 > 2.
+			g.Hedge.Budget = BudgetConfig{MaxTokens: 4, TokenRatio: 0.1, SharedMaxTokens: 4}
+		})
+	call := func(hc *http.Client) {
+		defer hc.CloseIdleConnections()
+		resp, _ := post(t, hc, f.proxyURL+"/v1/chat/completions", shapes[0].body, nil)
+		require.Equal(t, http.StatusInternalServerError, resp.StatusCode)
+	}
+	// Client a fails over once (its bucket 4 -> 1, the shared one 4 -> 2),
+	// then its own bucket refuses.
+	call(clientFrom("127.0.0.21"))
+	call(clientFrom("127.0.0.21"))
+	// Client b's own bucket is full; the shared one refuses.
+	call(clientFrom("127.0.0.22"))
+	f.spans(t, 4)
+
+	got, err := f.tel.GetMetric("otelcol_receiver_sse_capture_hedges.refused")
+	require.NoError(t, err)
+	sum, ok := got.Data.(metricdata.Sum[int64])
+	require.True(t, ok)
+	byBucket := map[string]int64{}
+	for _, dp := range sum.DataPoints {
+		b, _ := dp.Attributes.Value("bucket")
+		byBucket[b.AsString()] += dp.Value
+	}
+	assert.Equal(t, map[string]int64{"client": 1, "shared": 1}, byBucket)
+}

@@ -700,5 +700,9 @@ func (s *Session) Attempts() int { return s.race.Attempts() }
 // Refused counts the attempts the budget did not allow.
 func (s *Session) Refused() int { return s.race.Refused() }
 
+// RefusedShared counts the refused attempts that the bucket shared by all
+// clients refused, their client's own allowing them.
+func (s *Session) RefusedShared() int { return s.race.RefusedShared() }
+
 // Won reports whether an attempt other than the first was committed.
 func (s *Session) Won() bool { return s.race.Committed() > 0 }

@@ -74,7 +74,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ReceiverSseCaptureHedgesRefused, err = builder.meter.Int64Counter(
 		"otelcol_receiver_sse_capture_hedges.refused",
-		metric.WithDescription("Number of attempts the proxy's guard did not start because its budget was spent [Development]"),
+		metric.WithDescription("Number of attempts the proxy's guard did not start because its budget was spent (attribute bucket) - client when the client's own bucket refused, shared when the bucket of all clients did and hedging is off for every client [Development]"),
 		metric.WithUnit("{attempt}"),
 	)
 	errs = errors.Join(errs, err)

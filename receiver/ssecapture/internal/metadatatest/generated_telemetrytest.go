@@ -40,7 +40,7 @@ func AssertEqualReceiverSseCaptureChunksCaptured(t *testing.T, tt *componenttest
 func AssertEqualReceiverSseCaptureHedgesRefused(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_receiver_sse_capture_hedges.refused",
-		Description: "Number of attempts the proxy's guard did not start because its budget was spent [Development]",
+		Description: "Number of attempts the proxy's guard did not start because its budget was spent (attribute bucket) - client when the client's own bucket refused, shared when the bucket of all clients did and hedging is off for every client [Development]",
 		Unit:        "{attempt}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,

@@ -14,6 +14,8 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
@@ -175,8 +177,13 @@ func (c *call) settleGuard() {
 	if g.s.Won() {
 		tel.ReceiverSseCaptureHedgesWon.Add(ctx, 1)
 	}
-	if n := g.s.Refused(); n > 0 {
-		tel.ReceiverSseCaptureHedgesRefused.Add(ctx, int64(n))
+	// Which bucket refused tells one client's spent bucket (the budget
+	// at work) from the shared one (hedging off for every client).
+	if n := g.s.Refused() - g.s.RefusedShared(); n > 0 {
+		tel.ReceiverSseCaptureHedgesRefused.Add(ctx, int64(n), metric.WithAttributes(attribute.String("bucket", "client")))
+	}
+	if n := g.s.RefusedShared(); n > 0 {
+		tel.ReceiverSseCaptureHedgesRefused.Add(ctx, int64(n), metric.WithAttributes(attribute.String("bucket", "shared")))
 	}
 }
 
