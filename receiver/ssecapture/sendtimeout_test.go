@@ -77,6 +77,7 @@ func TestSendTimeoutEndsAClientThatStopsReading(t *testing.T) {
 			assert.Equal(t, "send_timeout", attr(t, span, semconv.AttrErrorType).Str())
 			assert.Greater(t, took, timeout, "no write may be cut before send_timeout")
 			assert.NotEmpty(t, chunkTimes(span), "the chunks before the cut are kept")
+			assert.Equal(t, map[string]int64{"send_timeout": 1}, cutsByReason(t, f.tel), "the cut is counted")
 			require.Eventually(t, func() bool { return up.ended.Load() == 1 }, 5*time.Second, 10*time.Millisecond,
 				"the upstream request ends with the response")
 		})
