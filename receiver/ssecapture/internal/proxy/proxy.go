@@ -396,6 +396,7 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 		pr.Out.Header.Del(p.authHeader)
 	}
 	dropClientSignature(pr.Out.Header)
+	dropForwarding(pr.Out.Header)
 	// ReverseProxy drops the hop-by-hop headers, then puts back "TE:
 	// trailers" and, for an upgrade, "Connection: Upgrade" and "Upgrade"
 	// before calling Rewrite. Nothing hop-by-hop goes on: an LLM call never
@@ -412,6 +413,35 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	if c, ok := pr.In.Context().Value(callKey{}).(*call); ok {
 		c.injectTraceContext(pr.Out.Header)
 	}
+}
+
+// dropForwarding removes what a client says a proxy in front of the
+// upstream would: ReverseProxy's Rewrite drops Forwarded and three
+// X-Forwarded-* headers, and leaves the others (X-Forwarded-Prefix, -Port,
+// -Server, -Uri...), X-Real-Ip, and X-Original-Url and X-Rewrite-Url, with
+// which a proxy in front tells a server (IIS, Symfony) the path a request
+// was really for: a server that honours them routes by them, past the
+// prefix the request path was checked against. No proxy is in front of the
+// upstream but this one, which tells it nothing of its clients: each of
+// them is the client's invention.
+func dropForwarding(h http.Header) {
+	for name := range h {
+		if forwardingHeader(name) {
+			delete(h, name)
+		}
+	}
+}
+
+// forwardingHeader reports whether a header is one dropForwarding removes,
+// its name read as servers that take an underscore for a hyphen (CGI and
+// WSGI: X-Forwarded_Prefix is their HTTP_X_FORWARDED_PREFIX) read it.
+func forwardingHeader(name string) bool {
+	n := strings.ReplaceAll(strings.ToLower(name), "_", "-")
+	switch n {
+	case "x-real-ip", "x-original-url", "x-rewrite-url":
+		return true
+	}
+	return strings.HasPrefix(n, "x-forwarded-")
 }
 
 // errSwitchedProtocols: the upstream answered 101, which no request of

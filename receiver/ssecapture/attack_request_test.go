@@ -1,0 +1,50 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package ssecapture
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/streamstall/streamstall/internal/testbed/fakellm"
+)
+
+// What a hostile client sends on the request side, and what reaches the
+// upstreams of a guarded proxy.
+
+// TestProxyDropsTheClientsForwardingHeaders: the headers a proxy in front
+// uses to tell a server where a request came from, or which path it was
+// for, are the client's invention here, and reach no upstream, guarded or
+// not: every X-Forwarded-* (net/http's Rewrite drops four of them),
+// X-Real-Ip, and the path overrides X-Original-Url and X-Rewrite-Url, with
+// which a server that honours them routes the request to a path the
+// prefix check never saw.
+func TestProxyDropsTheClientsForwardingHeaders(t *testing.T) {
+	f := newGuardFixture(t, fakellm.Script{Status: http.StatusServiceUnavailable}, fakellm.Script{TTFTMillis: 1, GapsMillis: []float64{1}},
+		func(*GuardConfig) {})
+	forwarding := http.Header{
+		"X-Forwarded-For":    {"10.9.8.7"},
+		"X-Forwarded-Prefix": {"/admin"},
+		"X-Forwarded-Port":   {"8443"},
+		"X-Forwarded-Server": {"evil.example"},
+		"X-Forwarded-Ssl":    {"on"},
+		"X-Forwarded-Uri":    {"/admin/keys"},
+		"X-Forwarded_Prefix": {"/admin"}, // CGI and WSGI read it as X-Forwarded-Prefix
+		"X-Real-Ip":          {"10.9.8.7"},
+		"X-Original-Url":     {"/admin/keys"},
+		"X-Rewrite-Url":      {"/admin/keys"},
+	}
+	resp, body := post(t, testClient(t), f.proxyURL+shapes[0].path, shapes[0].body, forwarding)
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	for name, up := range map[string]*fakellm.Server{"primary": f.primary, "alternate": f.alternate} {
+		reqs := up.Requests()
+		require.Len(t, reqs, 1, name)
+		for h := range forwarding {
+			assert.Empty(t, reqs[0].Header.Values(h), "%s reached the %s", h, name)
+		}
+	}
+}
