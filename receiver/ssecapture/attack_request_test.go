@@ -48,3 +48,36 @@ func TestProxyDropsTheClientsForwardingHeaders(t *testing.T) {
 		}
 	}
 }
+
+// TestProxyPathParametersCannotLeaveThePrefix: a dot segment with a path
+// parameter (`..;`, `..;x`, and encoded) is a dot segment to the servers
+// that cut path parameters before resolving dots (Tomcat, Jetty, Spring
+// and the gateways built on them): it gets the prefix check's 400 and is
+// not forwarded, as `..` does. A parameter elsewhere stays under.
+func TestProxyPathParametersCannotLeaveThePrefix(t *testing.T) {
+	up := newRawUpstream(t, rawStep{data: sseHeadClose + chatEvent + doneEvent})
+	f := newFixture(t, nil, withProxy(func(p *ProxyConfig) { p.Upstream.Endpoint = up.URL + "/openai" }))
+	addr := f.rcv.addrs["proxy"].String()
+	body := shapes[0].body
+	for _, tc := range []struct {
+		path   string
+		status int
+	}{
+		{"/..;/admin/v1/chat/completions", http.StatusBadRequest},
+		{"/v1/..;/..;/admin/v1/chat/completions", http.StatusBadRequest},
+		{"/v1/..;x=1/..;/admin/v1/chat/completions", http.StatusBadRequest},
+		{"/v1/%2e%2e%3b/%2e%2e;/admin/v1/chat/completions", http.StatusBadRequest},
+		{"/v1/%252e%252e%253b/%252e%252e%253b/admin/v1/chat/completions", http.StatusBadRequest},
+		{"/v1/.;/chat/completions", http.StatusOK},
+		{"/v1;v=2/chat/completions", http.StatusOK},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			before := len(up.requests())
+			status := headerRequest(t, addr, rawPost(addr, tc.path, "Connection: close\r\n", body))
+			assert.Equal(t, tc.status, status)
+			if tc.status == http.StatusBadRequest {
+				assert.Empty(t, up.requests()[before:], "the upstream got a path out of its prefix")
+			}
+		})
+	}
+}

@@ -325,16 +325,16 @@ const maxPathDecodings = 3
 // upstream's path prefix (cleaned: "/" or "/openai"), stays under that
 // prefix however it is read: as sent, and after each of up to
 // maxPathDecodings rounds of percent-decoding, with backslashes taken as
-// slashes and dot segments resolved. The request is forwarded as it came,
-// but only when every reading stays under. The primary and every alternate
-// are checked with it.
+// slashes, path parameters cut off and dot segments resolved. The request
+// is forwarded as it came, but only when every reading stays under. The
+// primary and every alternate are checked with it.
 func staysUnderPrefix(prefix string, u *url.URL) bool {
 	if prefix == "/" {
 		return true // nothing is above the root
 	}
 	v := u.EscapedPath()
 	for range maxPathDecodings + 1 {
-		joined := path.Clean(prefix + "/" + strings.ReplaceAll(v, `\`, "/"))
+		joined := path.Clean(prefix + "/" + withoutParameters(strings.ReplaceAll(v, `\`, "/")))
 		if joined != prefix && !strings.HasPrefix(joined, prefix+"/") {
 			return false
 		}
@@ -346,6 +346,21 @@ func staysUnderPrefix(prefix string, u *url.URL) bool {
 	}
 	// Still encoded after that many rounds: no legitimate path is.
 	return false
+}
+
+// withoutParameters cuts each segment of p at its first ';': the servers
+// that read path parameters (Tomcat, Jetty, and the gateways built on
+// them) cut them before resolving dot segments, so that "..;" or "..;x=1"
+// is ".." to them.
+func withoutParameters(p string) string {
+	if !strings.Contains(p, ";") {
+		return p
+	}
+	segs := strings.Split(p, "/")
+	for i, seg := range segs {
+		segs[i], _, _ = strings.Cut(seg, ";")
+	}
+	return strings.Join(segs, "/")
 }
 
 // readBody buffers the request body (so the model can be read without
