@@ -81,3 +81,39 @@ func TestProxyPathParametersCannotLeaveThePrefix(t *testing.T) {
 		})
 	}
 }
+
+// TestGuardKeepsCredentialsByNameFromAlternates: a header whose name says
+// it holds an authorization, a token or a secret is a credential, as one
+// that says it holds an API key: the gateways' own (Cloudflare AI
+// Gateway's cf-aig-authorization, Helicone-Auth, X-Auth-Token) reach the
+// primary and no alternate without forward_client_credentials. The
+// headers that merely name something else (Idempotency-Key,
+// Anthropic-Beta) still go.
+func TestGuardKeepsCredentialsByNameFromAlternates(t *testing.T) {
+	f := newGuardFixture(t, fakellm.Script{Status: http.StatusServiceUnavailable}, fakellm.Script{TTFTMillis: 1, GapsMillis: []float64{1}},
+		func(*GuardConfig) {})
+	credentials := http.Header{
+		"Cf-Aig-Authorization": {"Bearer CFSECRET"},
+		"Helicone-Auth":        {"Bearer sk-helicone-SECRET"},
+		"X-Auth-Token":         {"TOKENSECRET"},
+		"X-Amz-Security-Token": {"SESSIONSECRET"},
+		"X-Client-Secret":      {"CLIENTSECRET"},
+	}
+	others := http.Header{"Idempotency-Key": {"call-1"}, "Anthropic-Beta": {"tools-2024"}}
+	sent := credentials.Clone()
+	for k, v := range others {
+		sent[k] = v
+	}
+	resp, body := post(t, testClient(t), f.proxyURL+shapes[0].path, shapes[0].body, sent)
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	primary, alternate := f.primary.Requests(), f.alternate.Requests()
+	require.Len(t, primary, 1)
+	require.Len(t, alternate, 1)
+	for h, v := range credentials {
+		assert.Equal(t, v, primary[0].Header.Values(h), "the primary gets the client's %s", h)
+		assert.Empty(t, alternate[0].Header.Values(h), "%s reached the alternate", h)
+	}
+	for h, v := range others {
+		assert.Equal(t, v, alternate[0].Header.Values(h), "%s is no credential", h)
+	}
+}
