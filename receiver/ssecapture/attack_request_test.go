@@ -4,8 +4,13 @@
 package ssecapture
 
 import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -116,4 +121,37 @@ func TestGuardKeepsCredentialsByNameFromAlternates(t *testing.T) {
 	for h, v := range others {
 		assert.Equal(t, v, alternate[0].Header.Values(h), "%s is no credential", h)
 	}
+}
+
+// TestProxyRefusesAnOversizedBodyBeforeReadingIt: a request whose
+// Content-Length passes max_request_body gets its 413 at once, before a
+// byte of its body is read: with Expect: 100-continue the client is never
+// told to send it (RFC 9110 section 10.1.1), and without it the proxy does
+// not wait for a body it would refuse (until read_timeout) nor read up to
+// the limit of it. Its connection is closed: the rest of the body is not
+// a request.
+func TestProxyRefusesAnOversizedBodyBeforeReadingIt(t *testing.T) {
+	const limit = 1024
+	f := newFixture(t, nil, withProxy(func(p *ProxyConfig) { p.MaxRequestBody = limit }))
+	addr := f.rcv.addrs["proxy"].String()
+	for name, expect := range map[string]string{"Expect: 100-continue": "Expect: 100-continue\r\n", "no Expect": ""} {
+		t.Run(name, func(t *testing.T) {
+			conn, err := net.DialTimeout("tcp", addr, testTimeout)
+			require.NoError(t, err)
+			defer func() { _ = conn.Close() }()
+			// The head alone: a proxy that reads the body waits for it.
+			_, err = fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: proxy\r\nContent-Type: application/json\r\nContent-Length: %d\r\n%s\r\n",
+				shapes[0].path, 4*limit, expect)
+			require.NoError(t, err)
+			require.NoError(t, conn.SetReadDeadline(time.Now().Add(2*time.Second)))
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			require.NoError(t, err, "no answer before the body came")
+			b, _ := io.ReadAll(resp.Body)
+			require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, "the first answer: %s", b)
+			assert.Equal(t, "application/json", resp.Header.Get("Content-Type"))
+			assert.Contains(t, string(b), "request_too_large")
+			assert.True(t, resp.Close, "the connection is closed after the 413")
+		})
+	}
+	assert.Zero(t, f.log.count(), "nothing was forwarded")
 }

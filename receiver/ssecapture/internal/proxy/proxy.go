@@ -258,11 +258,20 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	if r.ContentLength > p.maxRequestBody {
+		// Refused on its length, before a byte of the body is read: a
+		// client that sent Expect: 100-continue is never told to send it,
+		// and the proxy neither waits for a body it would refuse nor reads
+		// the limit's worth of it. The bytes that follow on the connection
+		// are that body, not a request: it is closed after the answer.
+		w.Header().Set("Connection", "close")
+		p.refuseTooLarge(w)
+		return
+	}
 	body, err := readBody(r, p.maxRequestBody)
 	if err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			writeJSONError(w, http.StatusRequestEntityTooLarge, "request_too_large",
-				fmt.Sprintf("request body exceeds %d bytes", p.maxRequestBody))
+			p.refuseTooLarge(w)
 			return
 		}
 		writeJSONError(w, http.StatusBadRequest, "bad_request", "cannot read the request body")
@@ -301,6 +310,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer c.finish() // also when ReverseProxy aborts the handler with http.ErrAbortHandler
 	ctx = context.WithValue(r.Context(), callKey{}, c)
 	p.rp.ServeHTTP(w, r.WithContext(c.outgoingContext(ctx)))
+}
+
+func (p *Proxy) refuseTooLarge(w http.ResponseWriter) {
+	writeJSONError(w, http.StatusRequestEntityTooLarge, "request_too_large",
+		fmt.Sprintf("request body exceeds %d bytes", p.maxRequestBody))
 }
 
 // tunnelMethod reports whether a request method is never an API call:
