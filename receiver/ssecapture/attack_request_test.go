@@ -5,17 +5,22 @@ package ssecapture
 
 import (
 	"bufio"
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/consumer/consumertest"
 
 	"github.com/streamstall/streamstall/internal/testbed/fakellm"
 )
@@ -198,4 +203,74 @@ func TestProxyReleasesTheRequestBodyOnceSent(t *testing.T) {
 			assert.Less(t, perStream, float64(size>>10)/4, "the proxy holds the request body of an open stream")
 		})
 	}
+}
+
+// TestProxyRequestCodings: a request body in a coding confighttp decodes
+// (gzip) reaches every attempt decoded, with the Content-Length of what it
+// decoded to and no Content-Encoding, and the call is guarded as any
+// other; one in a coding it does not decode (br), or that does not decode,
+// gets a 400 with the proxy's JSON error, and nothing is forwarded.
+func TestProxyRequestCodings(t *testing.T) {
+	f := newGuardFixture(t, fakellm.Script{Status: http.StatusServiceUnavailable}, fakellm.Script{TTFTMillis: 1, GapsMillis: []float64{1}},
+		func(*GuardConfig) {})
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, _ = zw.Write([]byte(shapes[0].body))
+	require.NoError(t, zw.Close())
+	send := func(coding string, body []byte) (*http.Response, []byte) {
+		req, err := http.NewRequestWithContext(testContext(t), http.MethodPost, f.proxyURL+shapes[0].path, bytes.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Encoding", coding)
+		resp, err := testClient(t).Do(req)
+		require.NoError(t, err)
+		defer func() { _ = resp.Body.Close() }()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp, b
+	}
+	resp, body := send("gzip", gz.Bytes())
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	for name, up := range map[string]*fakellm.Server{"primary": f.primary, "alternate": f.alternate} {
+		reqs := up.Requests()
+		require.Len(t, reqs, 1, name)
+		assert.Empty(t, reqs[0].Header.Get("Content-Encoding"), name)
+		assert.Equal(t, strconv.Itoa(len(shapes[0].body)), reqs[0].Header.Get("Content-Length"), name)
+		assert.Equal(t, "gpt-4o", reqs[0].Model, name)
+	}
+	spans := f.spans(t, 2)
+	assert.Len(t, spans, 2, "a guarded call: the failed attempt's span and the alternate's")
+
+	for coding, b := range map[string][]byte{"br": []byte("not brotli"), "gzip": []byte("not gzip")} {
+		resp, body := send(coding, b)
+		assert.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s: %s", coding, body)
+		assert.Equal(t, "application/json", resp.Header.Get("Content-Type"), "%s: %s", coding, body)
+	}
+	assert.Len(t, f.primary.Requests(), 1, "nothing more was forwarded")
+}
+
+// TestProxyRefusesAnUnauthenticatedClientInJSON: the listener's
+// authenticator refuses a client (401) in the proxy's JSON error, as every
+// other refusal of the proxy, before anything is forwarded.
+func TestProxyRefusesAnUnauthenticatedClientInJSON(t *testing.T) {
+	id, host := startBearerAuth(t, "X-Collector-Token", "collector-token")
+	f := newFixture(t, nil)
+	cfg := NewFactory().CreateDefaultConfig().(*Config)
+	p := cfg.Proxy.GetOrInsertDefault()
+	p.NetAddr.Endpoint = "127.0.0.1:0"
+	p.Upstream.Endpoint = f.upstream.URL
+	p.Auth = authConfig(id)
+	p.AuthHeader = "X-Collector-Token"
+	require.NoError(t, cfg.Validate())
+	rcv := startReceiver(t, cfg, consumertest.NewNop(), host, nil)
+	resp, body := post(t, testClient(t), "http://"+rcv.addrs["proxy"].String()+shapes[0].path, shapes[0].body,
+		http.Header{"X-Collector-Token": {"Bearer nope"}})
+	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	assert.Equal(t, "application/json", resp.Header.Get("Content-Type"), "%s", body)
+	var e struct {
+		Error struct{ Type string } `json:"error"`
+	}
+	require.NoError(t, json.Unmarshal(body, &e), "%s", body)
+	assert.Equal(t, "unauthorized", e.Error.Type)
+	assert.Zero(t, f.log.count(), "nothing was forwarded")
 }

@@ -521,6 +521,21 @@ func (p *Proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) 
 	writeJSONError(w, status, typ, msg)
 }
 
+// ServerError answers, in the proxy's JSON error, what confighttp refuses
+// before the proxy runs: a request Content-Encoding it does not decode, or
+// a body that does not decode in it (400), and a failed authentication
+// (401). Its own answer is text, which an SDK cannot read as an API error.
+func ServerError(w http.ResponseWriter, _ *http.Request, msg string, status int) {
+	typ := "bad_request"
+	switch {
+	case status == http.StatusUnauthorized:
+		typ = "unauthorized"
+	case status >= 500:
+		typ = "internal_error"
+	}
+	writeJSONError(w, status, typ, msg)
+}
+
 func writeJSONError(w http.ResponseWriter, status int, typ, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
