@@ -128,8 +128,10 @@ func TestIsCredentialHeader(t *testing.T) {
 	} {
 		assert.True(t, IsCredentialHeader(h), h)
 	}
-	for _, h := range []string{"Content-Type", "Idempotency-Key", "anthropic-version", "anthropic-beta", "OpenAI-Beta", "Traceparent", "X-Stainless-Retry-Count",
-		"X-Ratelimit-Remaining-Tokens", "X-Author"} {
+	for _, h := range []string{
+		"Content-Type", "Idempotency-Key", "anthropic-version", "anthropic-beta", "OpenAI-Beta", "Traceparent", "X-Stainless-Retry-Count",
+		"X-Ratelimit-Remaining-Tokens", "X-Author",
+	} {
 		assert.False(t, IsCredentialHeader(h), h)
 	}
 }

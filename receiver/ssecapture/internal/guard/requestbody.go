@@ -61,7 +61,7 @@ func (b *sendingBody) Read(p []byte) (int, error) {
 	defer b.mu.Unlock()
 	b.sent = true
 	n, err := b.r.Read(p)
-	if err == io.EOF {
+	if errors.Is(err, io.EOF) {
 		b.let()
 	}
 	return n, err
