@@ -28,6 +28,12 @@ import (
 // them end.
 func openStreams(t *testing.T, base string, n int) (release func()) {
 	t.Helper()
+	return openStreamsOf(t, base, n, shapes[0].body)
+}
+
+// openStreamsOf is openStreams with the request body given.
+func openStreamsOf(t *testing.T, base string, n int, body string) (release func()) {
+	t.Helper()
 	hdr := scriptHeader(t, fakellm.Script{TTFTMillis: 5, GapsMillis: []float64{5, 1500}})
 	client := testClient(t)
 	var wg sync.WaitGroup
@@ -37,7 +43,7 @@ func openStreams(t *testing.T, base string, n int) (release func()) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			req, err := http.NewRequestWithContext(testContext(t), http.MethodPost, base+shapes[0].path, strings.NewReader(shapes[0].body))
+			req, err := http.NewRequestWithContext(testContext(t), http.MethodPost, base+shapes[0].path, strings.NewReader(body))
 			if err != nil {
 				started <- err
 				return

@@ -192,7 +192,7 @@ func TestGuardAlternateCredentials(t *testing.T) {
 	assert.True(t, backup.ServeCredentialFailures)
 
 	var a AlternateConfig
-	for _, h := range []string{"Authorization", "x-api-key", "X-Goog-Api-Key", "Cookie", "OpenAI-Organization", "x-portkey-api-key"} {
+	for _, h := range []string{"Authorization", "x-api-key", "X-Goog-Api-Key", "Cookie", "OpenAI-Organization", "x-portkey-api-key", "cf-aig-authorization"} {
 		a.Headers = nil
 		a.Headers.Set(h, "v")
 		assert.True(t, a.ownCredential(), "header %s", h)

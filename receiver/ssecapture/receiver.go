@@ -104,7 +104,8 @@ func (r *sseCaptureReceiver) Start(ctx context.Context, host component.Host) err
 		// its request duration and span per request repeat, less precisely,
 		// the span this receiver records for each call.
 		noServerTelemetry := xconfighttp.WithOtelHTTPOptions(otelhttp.WithFilter(func(*http.Request) bool { return false }))
-		if err := r.serve(ctx, host, "proxy", pcfg.ServerConfig, requestLimits{body: pcfg.MaxRequestBody, headerBytes: pcfg.MaxRequestHeaderBytes}, p, noServerTelemetry); err != nil {
+		if err := r.serve(ctx, host, "proxy", pcfg.ServerConfig, requestLimits{body: pcfg.MaxRequestBody, headerBytes: pcfg.MaxRequestHeaderBytes}, p, noServerTelemetry,
+			confighttp.WithErrorHandler(proxy.ServerError)); err != nil {
 			return errors.Join(err, r.Shutdown(ctx))
 		}
 		r.proxySrv = r.servers[len(r.servers)-1]

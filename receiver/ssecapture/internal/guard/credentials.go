@@ -38,8 +38,10 @@ var credentialHeaders = []string{
 }
 
 // IsCredentialHeader reports whether a request header carries a credential:
-// one of credentialHeaders, or any name that says it holds an API key or a
-// subscription key (x-portkey-api-key, Ocp-Apim-Subscription-Key).
+// one of credentialHeaders, any name that says it holds an API key or a
+// subscription key (x-portkey-api-key, Ocp-Apim-Subscription-Key), or one
+// with a word that says it holds an authorization, a token or a secret
+// (the gateways' own: cf-aig-authorization, Helicone-Auth, X-Auth-Token).
 func IsCredentialHeader(name string) bool {
 	c := http.CanonicalHeaderKey(name)
 	for _, h := range credentialHeaders {
@@ -52,6 +54,22 @@ func IsCredentialHeader(name string) bool {
 		if strings.Contains(l, s) {
 			return true
 		}
+	}
+	for _, w := range strings.FieldsFunc(l, func(r rune) bool { return r == '-' || r == '_' }) {
+		if credentialWord(w) {
+			return true
+		}
+	}
+	return false
+}
+
+// credentialWord reports whether a word of a header name says the header
+// holds a credential. Whole words only: Idempotency-Key and the rate limit
+// headers' "tokens" name something else.
+func credentialWord(w string) bool {
+	switch w {
+	case "auth", "authorization", "authentication", "token", "secret", "password":
+		return true
 	}
 	return false
 }

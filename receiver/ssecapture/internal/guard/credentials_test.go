@@ -124,10 +124,14 @@ func TestIsCredentialHeader(t *testing.T) {
 		"Authorization", "authorization", "Proxy-Authorization", "Cookie", "x-api-key", "api-key", "X-Goog-Api-Key",
 		"x-goog-user-project", "OpenAI-Organization", "openai-project", "anthropic-workspace-id",
 		"x-portkey-api-key", "Ocp-Apim-Subscription-Key",
+		"cf-aig-authorization", "Helicone-Auth", "X-Auth-Token", "x_auth_token", "X-Amz-Security-Token", "X-Client-Secret",
 	} {
 		assert.True(t, IsCredentialHeader(h), h)
 	}
-	for _, h := range []string{"Content-Type", "Idempotency-Key", "anthropic-version", "anthropic-beta", "OpenAI-Beta", "Traceparent", "X-Stainless-Retry-Count"} {
+	for _, h := range []string{
+		"Content-Type", "Idempotency-Key", "anthropic-version", "anthropic-beta", "OpenAI-Beta", "Traceparent", "X-Stainless-Retry-Count",
+		"X-Ratelimit-Remaining-Tokens", "X-Author",
+	} {
 		assert.False(t, IsCredentialHeader(h), h)
 	}
 }

@@ -276,6 +276,9 @@ func (s *Session) RoundTrip(req *http.Request, primary http.RoundTripper) (*http
 		drv.Step()
 	}
 	src.Stop()
+	// No attempt starts after this: the stream that follows does not hold
+	// the prompt (each attempt's body lets go of it once sent).
+	s.body = nil
 	return s.result(ctx)
 }
 

@@ -71,6 +71,9 @@ func guardable(s llmstream.Shape) bool { return llmstream.HasErrorFrame(s) }
 // g, which races attempts and watches the committed stream.
 func (c *call) startGuard(g *guard.Guard, r *http.Request, body []byte) {
 	gc := &guardCall{s: g.NewSession(c.d.stopping, c.provider(), c.req.Model, c.shape, r.URL, body, c.start)}
+	// The session's attempts send bodies of their own: the request's is
+	// never read, and lets go of the prompt now.
+	guard.ReleaseBody(r.Body)
 	// Held attempts draw on the frame budget, and are decoded as the tee
 	// decodes the committed stream.
 	gc.s.Budget, gc.s.MaxDecoded = c.d.frameBudget, c.d.maxDecoded

@@ -258,11 +258,20 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	if r.ContentLength > p.maxRequestBody {
+		// Refused on its length, before a byte of the body is read: a
+		// client that sent Expect: 100-continue is never told to send it,
+		// and the proxy neither waits for a body it would refuse nor reads
+		// the limit's worth of it. The bytes that follow on the connection
+		// are that body, not a request: it is closed after the answer.
+		w.Header().Set("Connection", "close")
+		p.refuseTooLarge(w)
+		return
+	}
 	body, err := readBody(r, p.maxRequestBody)
 	if err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			writeJSONError(w, http.StatusRequestEntityTooLarge, "request_too_large",
-				fmt.Sprintf("request body exceeds %d bytes", p.maxRequestBody))
+			p.refuseTooLarge(w)
 			return
 		}
 		writeJSONError(w, http.StatusBadRequest, "bad_request", "cannot read the request body")
@@ -303,6 +312,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.rp.ServeHTTP(w, r.WithContext(c.outgoingContext(ctx)))
 }
 
+func (p *Proxy) refuseTooLarge(w http.ResponseWriter) {
+	writeJSONError(w, http.StatusRequestEntityTooLarge, "request_too_large",
+		fmt.Sprintf("request body exceeds %d bytes", p.maxRequestBody))
+}
+
 // tunnelMethod reports whether a request method is never an API call:
 // CONNECT asks for a tunnel (the upstream, were it a forward proxy, would
 // open one past every bound of the proxy), TRACE and TRACK echo the
@@ -325,16 +339,16 @@ const maxPathDecodings = 3
 // upstream's path prefix (cleaned: "/" or "/openai"), stays under that
 // prefix however it is read: as sent, and after each of up to
 // maxPathDecodings rounds of percent-decoding, with backslashes taken as
-// slashes and dot segments resolved. The request is forwarded as it came,
-// but only when every reading stays under. The primary and every alternate
-// are checked with it.
+// slashes, path parameters cut off and dot segments resolved. The request
+// is forwarded as it came, but only when every reading stays under. The
+// primary and every alternate are checked with it.
 func staysUnderPrefix(prefix string, u *url.URL) bool {
 	if prefix == "/" {
 		return true // nothing is above the root
 	}
 	v := u.EscapedPath()
 	for range maxPathDecodings + 1 {
-		joined := path.Clean(prefix + "/" + strings.ReplaceAll(v, `\`, "/"))
+		joined := path.Clean(prefix + "/" + withoutParameters(strings.ReplaceAll(v, `\`, "/")))
 		if joined != prefix && !strings.HasPrefix(joined, prefix+"/") {
 			return false
 		}
@@ -346,6 +360,21 @@ func staysUnderPrefix(prefix string, u *url.URL) bool {
 	}
 	// Still encoded after that many rounds: no legitimate path is.
 	return false
+}
+
+// withoutParameters cuts each segment of p at its first ';': the servers
+// that read path parameters (Tomcat, Jetty, and the gateways built on
+// them) cut them before resolving dot segments, so that "..;" or "..;x=1"
+// is ".." to them.
+func withoutParameters(p string) string {
+	if !strings.Contains(p, ";") {
+		return p
+	}
+	segs := strings.Split(p, "/")
+	for i, seg := range segs {
+		segs[i], _, _ = strings.Cut(seg, ";")
+	}
+	return strings.Join(segs, "/")
 }
 
 // readBody buffers the request body (so the model can be read without
@@ -396,6 +425,7 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 		pr.Out.Header.Del(p.authHeader)
 	}
 	dropClientSignature(pr.Out.Header)
+	dropForwarding(pr.Out.Header)
 	// ReverseProxy drops the hop-by-hop headers, then puts back "TE:
 	// trailers" and, for an upgrade, "Connection: Upgrade" and "Upgrade"
 	// before calling Rewrite. Nothing hop-by-hop goes on: an LLM call never
@@ -412,6 +442,35 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	if c, ok := pr.In.Context().Value(callKey{}).(*call); ok {
 		c.injectTraceContext(pr.Out.Header)
 	}
+}
+
+// dropForwarding removes what a client says a proxy in front of the
+// upstream would: ReverseProxy's Rewrite drops Forwarded and three
+// X-Forwarded-* headers, and leaves the others (X-Forwarded-Prefix, -Port,
+// -Server, -Uri...), X-Real-Ip, and X-Original-Url and X-Rewrite-Url, with
+// which a proxy in front tells a server (IIS, Symfony) the path a request
+// was really for: a server that honours them routes by them, past the
+// prefix the request path was checked against. No proxy is in front of the
+// upstream but this one, which tells it nothing of its clients: each of
+// them is the client's invention.
+func dropForwarding(h http.Header) {
+	for name := range h {
+		if forwardingHeader(name) {
+			delete(h, name)
+		}
+	}
+}
+
+// forwardingHeader reports whether a header is one dropForwarding removes,
+// its name read as servers that take an underscore for a hyphen (CGI and
+// WSGI: X-Forwarded_Prefix is their HTTP_X_FORWARDED_PREFIX) read it.
+func forwardingHeader(name string) bool {
+	n := strings.ReplaceAll(strings.ToLower(name), "_", "-")
+	switch n {
+	case "x-real-ip", "x-original-url", "x-rewrite-url":
+		return true
+	}
+	return strings.HasPrefix(n, "x-forwarded-")
 }
 
 // errSwitchedProtocols: the upstream answered 101, which no request of
@@ -458,6 +517,21 @@ func (p *Proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) 
 	p.logger.Debug("upstream request failed", zap.Error(err))
 	if c != nil {
 		c.failed(status, typ)
+	}
+	writeJSONError(w, status, typ, msg)
+}
+
+// ServerError answers, in the proxy's JSON error, what confighttp refuses
+// before the proxy runs: a request Content-Encoding it does not decode, or
+// a body that does not decode in it (400), and a failed authentication
+// (401). Its own answer is text, which an SDK cannot read as an API error.
+func ServerError(w http.ResponseWriter, _ *http.Request, msg string, status int) {
+	typ := "bad_request"
+	switch {
+	case status == http.StatusUnauthorized:
+		typ = "unauthorized"
+	case status >= 500:
+		typ = "internal_error"
 	}
 	writeJSONError(w, status, typ, msg)
 }
