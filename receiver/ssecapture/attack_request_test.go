@@ -269,3 +269,29 @@ func TestProxyRefusesAnUnauthenticatedClientInJSON(t *testing.T) {
 	assert.Equal(t, "unauthorized", e.Error.Type)
 	assert.Zero(t, f.log.count(), "nothing was forwarded")
 }
+
+// TestProxyReadsTheEndpointAsTheUpstreamMay: a path that servers read as
+// an API's endpoint after cleaning it (an empty or dot segment, a trailing
+// slash or dot, a path parameter: nginx, Envoy and the Java servers do) is
+// that endpoint to the proxy too, so a client cannot send a call past its
+// span and its guard by spelling the path another way.
+func TestProxyReadsTheEndpointAsTheUpstreamMay(t *testing.T) {
+	up := newRawUpstream(t, rawStep{data: sseHeadClose + chatEvent + doneEvent})
+	f := newFixture(t, nil, withProxy(func(p *ProxyConfig) { p.Upstream.Endpoint = up.URL }))
+	addr := f.rcv.addrs["proxy"].String()
+	paths := []string{
+		"/v1/chat/completions/.",
+		"/v1/chat/completions/./",
+		"/v1/chat//completions",
+		"/v1/./chat/completions",
+		"/v1/chat/completions;x=1",
+		"/v1/chat;v=2/completions",
+		"/v1/chat/%63ompletions",
+	}
+	for _, p := range paths {
+		require.Equal(t, http.StatusOK, headerRequest(t, addr, rawPost(addr, p, "Connection: close\r\n", shapes[0].body)), p)
+	}
+	for _, s := range f.spans(t, len(paths)) {
+		assert.Equal(t, "chat gpt-4o", s.Name())
+	}
+}

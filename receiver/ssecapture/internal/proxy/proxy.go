@@ -285,7 +285,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w = send
 	}
 
-	ep := llmstream.ParseEndpoint(r.URL.Path).OnHost(p.upstream.Hostname())
+	ep := llmstream.ParseEndpoint(endpointPath(r.URL.Path)).OnHost(p.upstream.Hostname())
 	if ep.Shape == llmstream.ShapeUnknown || r.Method != http.MethodPost {
 		// Not an LLM call we understand (model lists, files...): forwarded
 		// as it is, without a span.
@@ -360,6 +360,16 @@ func staysUnderPrefix(prefix string, u *url.URL) bool {
 	}
 	// Still encoded after that many rounds: no legitimate path is.
 	return false
+}
+
+// endpointPath is the path an upstream may serve a request for, the one
+// its API is told by: cleaned of empty and dot segments and of path
+// parameters, as nginx, Envoy and the Java servers read a path before
+// routing it. Read as sent, "/v1/chat/completions/." or
+// "/v1/chat/completions;x" would pass as no API call and go on without a
+// span or a guard, and still be served as one.
+func endpointPath(p string) string {
+	return path.Clean("/" + withoutParameters(p))
 }
 
 // withoutParameters cuts each segment of p at its first ';': the servers
