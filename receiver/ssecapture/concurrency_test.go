@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"runtime"
 	"strings"
@@ -139,4 +140,42 @@ func TestOpenStreamMemory(t *testing.T) {
 	t.Logf("an open stream holds %.0f KiB of the proxy's heap and stacks (%.0f KiB proxied, %.0f KiB direct, per stream)",
 		perStream, proxied/1024, direct/1024)
 	assert.Less(t, perStream, 256.0, "defaultMaxConcurrentRequests assumes about 100 KiB an open stream")
+}
+
+// TestMaxConcurrentRequestsPerClient: past max_concurrent_requests_per_client
+// a client's request is answered 429 with Retry-After and a JSON error, is
+// not forwarded, makes no span and is counted; another client (another
+// address) is served meanwhile, and once the first client's streams end it
+// is served again.
+func TestMaxConcurrentRequestsPerClient(t *testing.T) {
+	f := newFixture(t, nil, withProxy(func(p *ProxyConfig) { p.MaxConcurrentRequestsPerClient = 2 }))
+	release := openStreams(t, f.proxyURL, 2)
+	forwarded := f.log.count()
+
+	resp, body := post(t, testClient(t), f.proxyURL+shapes[0].path, shapes[0].body, nil)
+	assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	assert.Equal(t, "1", resp.Header.Get("Retry-After"))
+	var e struct {
+		Error struct{ Type, Message string } `json:"error"`
+	}
+	require.NoError(t, json.Unmarshal(body, &e), "%s", body)
+	assert.Equal(t, "too_many_requests", e.Error.Type)
+	assert.Contains(t, e.Error.Message, "max_concurrent_requests_per_client")
+	assert.Equal(t, forwarded, f.log.count(), "a limited request is not forwarded")
+	metadatatest.AssertEqualReceiverSseCaptureRequestsLimited(t, f.tel, []metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp(), metricdatatest.IgnoreExemplars())
+
+	// Another client, from another loopback address, keeps its own slots.
+	other := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{
+		LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)},
+	}).DialContext}}
+	t.Cleanup(other.CloseIdleConnections)
+	resp, _ = post(t, other, f.proxyURL+shapes[0].path, shapes[0].body, nil)
+	assert.Equal(t, http.StatusOK, resp.StatusCode, "another client is served")
+
+	release()
+	assert.Len(t, f.spans(t, 3), 3, "the three streams served, and no span for the limited request")
+	require.Eventually(t, func() bool { return f.rcv.proxy.InFlight() == 0 }, 5*time.Second, time.Millisecond)
+	resp, _ = post(t, testClient(t), f.proxyURL+shapes[0].path, shapes[0].body, nil)
+	assert.Equal(t, http.StatusOK, resp.StatusCode, "served again once its streams ended")
 }

@@ -87,6 +87,14 @@ type ProxyConfig struct {
 	// is not forwarded, so that a burst cannot hold more open streams
 	// than the collector's memory allows. Zero: no bound.
 	MaxConcurrentRequests int `mapstructure:"max_concurrent_requests"`
+	// MaxConcurrentRequestsPerClient bounds the requests one client has in
+	// flight at once (nginx's limit_conn): past it the client's request
+	// gets 429 with Retry-After and is not forwarded, so that one client
+	// cannot take every slot of max_concurrent_requests. A client is the
+	// guard budget's: the authenticated client, else its IP address (an
+	// IPv6 one cut to its network). Zero: no bound, the default, since
+	// behind a load balancer every request may come from its address.
+	MaxConcurrentRequestsPerClient int `mapstructure:"max_concurrent_requests_per_client"`
 	// Guard acts on streaming calls: hedging and failover before their
 	// first content chunk, a stall watchdog after it. Off when absent.
 	Guard configoptional.Optional[GuardConfig] `mapstructure:"guard"`
@@ -175,6 +183,7 @@ var (
 	errNegativeShutdownTimeout = errors.New("proxy: shutdown_timeout must not be negative")
 	errNegativeSendTimeout     = errors.New("proxy: send_timeout must not be negative")
 	errNegativeMaxConcurrent   = errors.New("proxy: max_concurrent_requests must not be negative")
+	errNegativeMaxPerClient    = errors.New("proxy: max_concurrent_requests_per_client must not be negative")
 	errNegativeClockSkew       = errors.New("ingest: max_clock_skew must not be negative")
 )
 
@@ -230,6 +239,9 @@ func (p *ProxyConfig) validate() error {
 	}
 	if p.MaxConcurrentRequests < 0 {
 		errs = append(errs, errNegativeMaxConcurrent)
+	}
+	if p.MaxConcurrentRequestsPerClient < 0 {
+		errs = append(errs, errNegativeMaxPerClient)
 	}
 	switch {
 	case p.Auth.HasValue() && p.AuthHeader == "":

@@ -166,6 +166,7 @@ func TestLoadConfigProxyBounds(t *testing.T) {
 	require.ErrorIs(t, err, errNegativeShutdownTimeout)
 	require.ErrorIs(t, err, errNegativeSendTimeout)
 	require.ErrorIs(t, err, errNegativeMaxConcurrent)
+	require.ErrorIs(t, err, errNegativeMaxPerClient)
 }
 
 // TestExampleWithAuth: the proxy section of the auth example is valid and

@@ -156,32 +156,37 @@ func (r *sseCaptureReceiver) newProxy(ctx context.Context, host component.Host, 
 		service = r.settings.ID.String()
 	}
 	var g *guard.Guard
+	ipv6Prefix := 0 // guard.DefaultIPv6Prefix
 	if pcfg.Guard.HasValue() {
 		if g, err = r.newGuard(ctx, host, pcfg.Guard.Get(), clientSet); err != nil {
 			return nil, err
 		}
+		// One client for the per-client bound as for the hedge budget.
+		ipv6Prefix = pcfg.Guard.Get().Hedge.Budget.IPv6PrefixLength
 	}
 	return proxy.New(proxy.Settings{
-		Upstream:                upstream,
-		Transport:               client.Transport,
-		HeaderTimeout:           pcfg.Upstream.Timeout,
-		Provider:                pcfg.Provider,
-		Service:                 service,
-		AuthHeader:              pcfg.AuthHeader,
-		MaxRequestBody:          pcfg.MaxRequestBody,
-		MaxValueLength:          pcfg.MaxAttributeValueLength,
-		MaxDecodedResponseBytes: pcfg.MaxDecodedResponseBytes,
-		RecordKeepalives:        pcfg.RecordKeepalives,
-		MaxChunkEvents:          pcfg.ChunkEvents.MaxChunkEvents,
-		KeepGapsAbove:           pcfg.ChunkEvents.KeepGapsAbove,
-		FrameBufferBytes:        pcfg.FrameBufferBytes,
-		SendTimeout:             pcfg.SendTimeout,
-		MaxConcurrentRequests:   int64(pcfg.MaxConcurrentRequests),
-		Guard:                   g,
-		Clock:                   r.clock,
-		Logger:                  r.settings.Logger,
-		Telemetry:               r.telemetry,
-		Emit:                    r.queue.Push,
+		Upstream:                       upstream,
+		Transport:                      client.Transport,
+		HeaderTimeout:                  pcfg.Upstream.Timeout,
+		Provider:                       pcfg.Provider,
+		Service:                        service,
+		AuthHeader:                     pcfg.AuthHeader,
+		MaxRequestBody:                 pcfg.MaxRequestBody,
+		MaxValueLength:                 pcfg.MaxAttributeValueLength,
+		MaxDecodedResponseBytes:        pcfg.MaxDecodedResponseBytes,
+		RecordKeepalives:               pcfg.RecordKeepalives,
+		MaxChunkEvents:                 pcfg.ChunkEvents.MaxChunkEvents,
+		KeepGapsAbove:                  pcfg.ChunkEvents.KeepGapsAbove,
+		FrameBufferBytes:               pcfg.FrameBufferBytes,
+		SendTimeout:                    pcfg.SendTimeout,
+		MaxConcurrentRequests:          int64(pcfg.MaxConcurrentRequests),
+		MaxConcurrentRequestsPerClient: int64(pcfg.MaxConcurrentRequestsPerClient),
+		ClientIPv6Prefix:               ipv6Prefix,
+		Guard:                          g,
+		Clock:                          r.clock,
+		Logger:                         r.settings.Logger,
+		Telemetry:                      r.telemetry,
+		Emit:                           r.queue.Push,
 	})
 }
 

@@ -31,6 +31,7 @@ type TelemetryBuilder struct {
 	ReceiverSseCaptureHedgesStarted    metric.Int64Counter
 	ReceiverSseCaptureHedgesWon        metric.Int64Counter
 	ReceiverSseCaptureRequestsInFlight metric.Int64UpDownCounter
+	ReceiverSseCaptureRequestsLimited  metric.Int64Counter
 	ReceiverSseCaptureRequestsShed     metric.Int64Counter
 	ReceiverSseCaptureSpansDropped     metric.Int64Counter
 	ReceiverSseCaptureStreamsCaptured  metric.Int64Counter
@@ -93,6 +94,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	builder.ReceiverSseCaptureRequestsInFlight, err = builder.meter.Int64UpDownCounter(
 		"otelcol_receiver_sse_capture_requests.in_flight",
 		metric.WithDescription("Number of requests the proxy is serving now, streams and all (bounded by max_concurrent_requests) [Development]"),
+		metric.WithUnit("{request}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverSseCaptureRequestsLimited, err = builder.meter.Int64Counter(
+		"otelcol_receiver_sse_capture_requests.limited",
+		metric.WithDescription("Number of proxy requests answered 429 without being forwarded because their client had max_concurrent_requests_per_client in flight [Development]"),
 		metric.WithUnit("{request}"),
 	)
 	errs = errors.Join(errs, err)

@@ -24,6 +24,7 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ReceiverSseCaptureHedgesStarted.Add(context.Background(), 1)
 	tb.ReceiverSseCaptureHedgesWon.Add(context.Background(), 1)
 	tb.ReceiverSseCaptureRequestsInFlight.Add(context.Background(), 1)
+	tb.ReceiverSseCaptureRequestsLimited.Add(context.Background(), 1)
 	tb.ReceiverSseCaptureRequestsShed.Add(context.Background(), 1)
 	tb.ReceiverSseCaptureSpansDropped.Add(context.Background(), 1)
 	tb.ReceiverSseCaptureStreamsCaptured.Add(context.Background(), 1)
@@ -41,6 +42,9 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverSseCaptureRequestsInFlight(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverSseCaptureRequestsLimited(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverSseCaptureRequestsShed(t, testTel,

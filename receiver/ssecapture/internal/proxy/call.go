@@ -57,6 +57,9 @@ const (
 	// errTypeOverloaded: the error type of the 503 a request gets when
 	// the proxy has max_concurrent_requests in flight (no span is made).
 	errTypeOverloaded = "overloaded"
+	// errTypeTooManyRequests: the error type of the 429 a request gets
+	// when its client has max_concurrent_requests_per_client in flight.
+	errTypeTooManyRequests = "too_many_requests"
 )
 
 // MaxHedgeAttributes bounds the llm.hedge.* baggage entries recorded per

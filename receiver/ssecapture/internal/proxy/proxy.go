@@ -80,6 +80,11 @@ type Settings struct {
 	// MaxConcurrentRequests bounds the requests being proxied at once;
 	// past it a request is answered 503 and not forwarded. Zero: no bound.
 	MaxConcurrentRequests int64
+	// MaxConcurrentRequestsPerClient bounds the requests of one client
+	// (guard.ClientOf, its IPv6 addresses cut to ClientIPv6Prefix bits)
+	// in flight at once; past it a request gets 429. Zero: no bound.
+	MaxConcurrentRequestsPerClient int64
+	ClientIPv6Prefix               int
 
 	Clock     clockwork.Clock
 	Logger    *zap.Logger
@@ -99,6 +104,7 @@ type Proxy struct {
 	maxRequestBody int64
 	sendTimeout    time.Duration
 	maxConcurrent  int64
+	perClient      *clientSlots // nil: no bound per client
 	calls          *callDeps
 	guard          *guard.Guard
 	logger         *zap.Logger
@@ -124,6 +130,9 @@ func New(set Settings) (*Proxy, error) {
 		maxConcurrent:  set.MaxConcurrentRequests,
 		guard:          set.Guard,
 		logger:         set.Logger,
+	}
+	if set.MaxConcurrentRequestsPerClient > 0 {
+		p.perClient = &clientSlots{max: set.MaxConcurrentRequestsPerClient, ipv6Prefix: set.ClientIPv6Prefix, held: make(map[string]int64)}
 	}
 	p.stopCtx, p.stop = context.WithCancel(context.Background())
 	serverAddress, serverPort := serverAddressPort(set.Upstream)
@@ -229,6 +238,19 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusServiceUnavailable, errTypeOverloaded,
 			fmt.Sprintf("the proxy has %d requests in flight (max_concurrent_requests)", p.maxConcurrent))
 		return
+	}
+	if p.perClient != nil {
+		client := guard.ClientOf(r.Context(), p.perClient.ipv6Prefix)
+		if !p.perClient.take(client) {
+			// One client's share: the others keep the slots it would
+			// take. The SDKs retry a 429 with backoff.
+			p.calls.telemetry.ReceiverSseCaptureRequestsLimited.Add(r.Context(), 1)
+			w.Header().Set("Retry-After", "1")
+			writeJSONError(w, http.StatusTooManyRequests, errTypeTooManyRequests,
+				fmt.Sprintf("the client has %d requests in flight (max_concurrent_requests_per_client)", p.perClient.max))
+			return
+		}
+		defer p.perClient.give(client)
 	}
 	p.calls.telemetry.ReceiverSseCaptureRequestsInFlight.Add(r.Context(), 1)
 	defer p.calls.telemetry.ReceiverSseCaptureRequestsInFlight.Add(context.Background(), -1)
