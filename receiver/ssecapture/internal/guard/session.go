@@ -448,19 +448,26 @@ func (s *Session) scan(rd *reader, resp *http.Response, framing sse.Framing) (ev
 		cls.Stop() // the rest of the read is held as it is
 	})
 	defer func() { _ = cls.Close(false) }()
+	// decision is the event of the frame that settled the attempt.
+	decision := func() (eventKind, error) {
+		switch state {
+		case content:
+			return evContent, nil
+		case done:
+			return evDone, nil
+		}
+		return evFailed, errStreamError
+	}
 	buf := make([]byte, readBufferSize)
 	for {
 		n, err := resp.Body.Read(buf)
 		if n > 0 {
 			kept := rd.hold(buf[:n], s.Budget)
 			cls.Write(buf[:n], s.now())
+			if state != undecided {
+				return decision()
+			}
 			switch {
-			case state == content:
-				return evContent, nil
-			case state == done:
-				return evDone, nil
-			case state == failed:
-				return evFailed, errStreamError
 			case cls.Blind():
 				rd.blind = true
 				return evContent, nil
@@ -470,6 +477,12 @@ func (s *Session) scan(rd *reader, resp *http.Response, framing sse.Framing) (ev
 			}
 		}
 		if errors.Is(err, io.EOF) {
+			// The framing's end ends a frame too (an NDJSON line without
+			// its line feed), as the proxy's tee reads it at the body's end.
+			_ = cls.Close(true)
+			if state != undecided {
+				return decision()
+			}
 			return evFailed, io.ErrUnexpectedEOF // the stream ended before any content
 		}
 		if err != nil {
