@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -91,3 +92,58 @@ func TestGuardTakesAnOllamaAnswerWithoutItsLastLineFeed(t *testing.T) {
 }
 
 var _ = strings.Repeat
+
+// holdAfter writes body, flushed, then holds the response open (without
+// another byte) until the proxy closes the request or hold passes.
+func holdAfter(mediaType, body string, hold time.Duration) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", mediaType)
+		_, _ = io.WriteString(w, body)
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-time.After(hold):
+		}
+	}
+}
+
+// TestGuardDoesNotCutAStreamThatEnded: an upstream (or a gateway in front
+// of it) that sends the stream's terminal frame ([DONE], message_stop) and
+// then leaves the connection open has ended its stream: the silence after
+// it is no stall. The watchdog must not write its error frame after the
+// terminal one (the client got a complete answer, and an SDK that reads
+// the stream to its end would raise it), nor mark the span stall_timeout,
+// which the figures read as a stall the guard cut.
+func TestGuardDoesNotCutAStreamThatEnded(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	for _, tc := range []struct{ name, path, body, stream string }{
+		{
+			name: "chat", path: "/v1/chat/completions",
+			body: `{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"hi"}]}`,
+			stream: `data: {"id":"c1","choices":[{"index":0,"delta":{"content":"Hi"}}]}` + "\n\n" +
+				`data: {"id":"c1","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\n" +
+				"data: [DONE]\n\n",
+		},
+		{
+			name: "messages", path: "/v1/messages",
+			body: `{"model":"claude-x","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"hi"}]}`,
+			stream: "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n" +
+				"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"}}\n\n" +
+				"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := holdAfter("text/event-stream", tc.stream, 2*time.Second)
+			h := newHostileGuard(t, up, up, func(g *GuardConfig) { g.StallTimeout = AutoDuration(timeout) })
+			start := time.Now()
+			resp, got := post(t, testClient(t), h.proxyURL+tc.path, tc.body, nil)
+			assert.Less(t, time.Since(start), 1500*time.Millisecond, "ended at the stall deadline, not when the upstream let go")
+			assert.Equal(t, http.StatusOK, resp.StatusCode)
+			assert.Equal(t, tc.stream, string(got), "the client got the upstream's bytes and nothing after its terminal frame")
+			span := (&fixture{sink: h.sink}).spans(t, 1)[0]
+			_, failed := span.Attributes().Get(semconv.AttrErrorType)
+			assert.False(t, failed, "a complete stream, not a stall cut")
+			assert.Len(t, chunkTimes(span), 1)
+		})
+	}
+}

@@ -300,6 +300,9 @@ func (c *call) onFrame(f *llmstream.Frame, at int64) {
 			c.errType = c.capValue(f.Meta.ErrorType)
 		}
 	}
+	if c.terminal && c.guard != nil {
+		c.guard.terminal()
+	}
 	if c.d.keepalives {
 		if len(c.frames) >= c.maxEvents() {
 			c.framesDropped++

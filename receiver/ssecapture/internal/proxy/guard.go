@@ -110,6 +110,13 @@ func (g *guardCall) content(at int64, kind string) {
 	}
 }
 
+// terminal tells the watchdog the stream's terminal frame has passed.
+func (g *guardCall) terminal() {
+	if g.progress != nil {
+		g.progress.Terminal()
+	}
+}
+
 // arrived tells the watchdog of a read not classified yet.
 func (g *guardCall) arrived(at int64) {
 	if g.progress != nil {
