@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/config/confighttp"
 	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/streamstall/streamstall/internal/semconv"
 )
@@ -144,6 +145,48 @@ func TestGuardDoesNotCutAStreamThatEnded(t *testing.T) {
 			_, failed := span.Attributes().Get(semconv.AttrErrorType)
 			assert.False(t, failed, "a complete stream, not a stall cut")
 			assert.Len(t, chunkTimes(span), 1)
+		})
+	}
+}
+
+// TestProxyMarksA200ThatIsAnError: an upstream or gateway that answers 200
+// with its API's error object as the body failed the call: the client gets
+// the body as sent, and the span says the call failed, with the error's
+// code or type (an Ollama error names nothing: error), as it does for the
+// same error in a stream or under an error status.
+func TestProxyMarksA200ThatIsAnError(t *testing.T) {
+	for _, tc := range []struct{ name, path, req, body, errType string }{
+		{
+			name: "chat", path: "/v1/chat/completions",
+			req:     `{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}`,
+			body:    `{"error":{"message":"The server had an error while processing your request.","type":"server_error","param":null,"code":null}}`,
+			errType: "server_error",
+		},
+		{
+			name: "messages", path: "/v1/messages",
+			req:     `{"model":"claude-x","max_tokens":64,"messages":[{"role":"user","content":"hi"}]}`,
+			body:    `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`,
+			errType: "overloaded_error",
+		},
+		{
+			name: "ollama", path: "/api/chat",
+			req:     `{"model":"llama3","stream":false,"messages":[{"role":"user","content":"hi"}]}`,
+			body:    `{"error":"model runner has unexpectedly stopped"}`,
+			errType: "error",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, nil, withProxy(func(p *ProxyConfig) {
+				p.Upstream.Endpoint = newTestServer(t, answer("application/json", tc.body))
+			}))
+			resp, got := post(t, testClient(t), f.proxyURL+tc.path, tc.req, nil)
+			assert.Equal(t, http.StatusOK, resp.StatusCode)
+			assert.Equal(t, tc.body, string(got), "the body as the upstream sent it")
+			span := f.spans(t, 1)[0]
+			v, failed := span.Attributes().Get(semconv.AttrErrorType)
+			require.True(t, failed, "the call failed")
+			assert.Equal(t, tc.errType, v.Str())
+			assert.Equal(t, ptrace.StatusCodeError, span.Status().Code())
 		})
 	}
 }

@@ -4,6 +4,7 @@
 package proxy
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -312,6 +313,18 @@ func (c *call) onFrame(f *llmstream.Frame, at int64) {
 	}
 }
 
+// bodyError fails a call whose whole response body, under a success
+// status, is its API's error object (a gateway answering 200 with the
+// error), as an error frame fails a stream: with the error's code or type,
+// or error when it names none (Ollama's). Under an error status outcome
+// reads it already.
+func (c *call) bodyError(m *llmstream.Meta) {
+	if c.status >= 400 || c.errType != "" || (m.ErrorType == "" && m.ErrorMessage == "") {
+		return
+	}
+	c.errType = c.capValue(cmp.Or(m.ErrorType, llmstream.ErrorTypeUnknown))
+}
+
 func (c *call) maxEvents() int {
 	if c.d.maxEvents > 0 {
 		return c.d.maxEvents
@@ -494,5 +507,5 @@ func statusMessage(errType string, status int) string {
 	if status >= 400 {
 		return fmt.Sprintf("upstream answered %d", status)
 	}
-	return "upstream reported an error in the stream"
+	return "upstream reported an error in its response"
 }
