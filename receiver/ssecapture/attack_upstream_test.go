@@ -4,6 +4,8 @@
 package ssecapture
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"io"
 	"net/http"
@@ -17,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/config/confighttp"
+	"go.opentelemetry.io/collector/config/configopaque"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
@@ -189,4 +192,45 @@ func TestProxyMarksA200ThatIsAnError(t *testing.T) {
 			assert.Equal(t, ptrace.StatusCodeError, span.Status().Code())
 		})
 	}
+}
+
+// gzipped is body in gzip.
+func gzipped(t *testing.T, body string) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	zw := gzip.NewWriter(&b)
+	_, err := io.WriteString(zw, body)
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	return b.Bytes()
+}
+
+// TestGuardReadsACodedRefusal: a client whose own key is spent gets the
+// primary's 429 insufficient_quota, never the alternate's answer on the
+// operator's key, also when the primary sends its error body in gzip (the
+// proxy forwards the client's Accept-Encoding: gzip, which the Node SDKs
+// and httpx send, and an API behind a CDN compresses its JSON errors). The
+// guard reads the refusal through the body's coding, as the span does.
+func TestGuardReadsACodedRefusal(t *testing.T) {
+	refusal := gzipped(t, `{"error":{"message":"You exceeded your current quota.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`)
+	h := newHostileGuard(t,
+		func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Content-Encoding", "gzip")
+			w.WriteHeader(http.StatusTooManyRequests)
+			_, _ = w.Write(refusal)
+		},
+		answer("text/event-stream", chatEvent+doneEvent),
+		func(g *GuardConfig) {
+			a := &g.Hedge.Alternates[0]
+			a.ForwardClientCredentials = false
+			a.Headers = configopaque.MapList{{Name: "Authorization", Value: "Bearer sk-operator"}}
+		})
+	resp, got := post(t, testClient(t), h.proxyURL+shapes[0].path, shapes[0].body,
+		http.Header{"Authorization": {"Bearer sk-spent"}, "Accept-Encoding": {"gzip"}})
+	assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	assert.Equal(t, refusal, got, "the client got the primary's refusal as sent")
+	assert.Zero(t, h.alternate.Load(), "the operator's key served no request")
+	span := (&fixture{sink: h.sink}).spans(t, 1)[0]
+	assert.Equal(t, "insufficient_quota", attr(t, span, semconv.AttrErrorType).Str())
 }
