@@ -34,7 +34,7 @@ type hostileGuard struct {
 	primary, alternate atomic.Int64
 }
 
-func newHostileGuard(t *testing.T, primary, alternate http.HandlerFunc, g func(*GuardConfig)) *hostileGuard {
+func newHostileGuard(t *testing.T, primary, alternate http.HandlerFunc, g func(*GuardConfig), opts ...func(*ProxyConfig)) *hostileGuard {
 	t.Helper()
 	h := &hostileGuard{sink: new(consumertest.TracesSink)}
 	counted := func(n *atomic.Int64, next http.HandlerFunc) string {
@@ -58,6 +58,9 @@ func newHostileGuard(t *testing.T, primary, alternate http.HandlerFunc, g func(*
 	gc.Hedge.Alternates = []AlternateConfig{{ClientConfig: alt, ForwardClientCredentials: true}}
 	if g != nil {
 		g(gc)
+	}
+	for _, o := range opts {
+		o(pc)
 	}
 	require.NoError(t, cfg.Validate())
 	rcv := startReceiver(t, cfg, h.sink, componenttest.NewNopHost(), tel)
@@ -233,4 +236,36 @@ func TestGuardReadsACodedRefusal(t *testing.T) {
 	assert.Zero(t, h.alternate.Load(), "the operator's key served no request")
 	span := (&fixture{sink: h.sink}).spans(t, 1)[0]
 	assert.Equal(t, "insufficient_quota", attr(t, span, semconv.AttrErrorType).Str())
+}
+
+// TestGuardBoundsTheFramesALoserHeld: a primary that sends just under the
+// 1 MiB pre-content bound in two-byte comments (":" and a line feed), half
+// a million frames, and then nothing, loses to the alternate's hedge. The
+// loser's span records its frames as keepalive events like any span, at
+// most max_chunk_events of them and the rest counted, not one event per
+// frame: half a million events would make an OTLP span of megabytes, and
+// what the attempt keeps of its frames before content would cost many
+// times the bytes it held.
+func TestGuardBoundsTheFramesALoserHeld(t *testing.T) {
+	const maxEvents = 64
+	comments := strings.Repeat(":\n", (1<<20-4<<10)/2)
+	h := newHostileGuard(t,
+		holdAfter("text/event-stream", comments, 10*time.Second),
+		answer("text/event-stream", chatEvent+doneEvent),
+		func(g *GuardConfig) { g.Hedge.Delay = AutoDuration(300 * time.Millisecond) },
+		func(p *ProxyConfig) {
+			p.RecordKeepalives = true
+			p.ChunkEvents.MaxChunkEvents = maxEvents
+		})
+	resp, got := post(t, testClient(t), h.proxyURL+shapes[0].path, shapes[0].body, nil)
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, chatEvent+doneEvent, string(got), "the client got the alternate's stream alone")
+	spans := byAttempt(t, (&fixture{sink: h.sink}).spans(t, 2))
+	loser := spans[0]
+	assert.Equal(t, semconv.HedgeOutcomeLoser, attr(t, loser, semconv.AttrHedgeOutcome).Str())
+	kept := eventCount(loser, semconv.EventKeepalive)
+	assert.Equal(t, maxEvents, kept)
+	dropped := attr(t, loser, semconv.AttrKeepaliveEventsDropped).Int()
+	assert.Positive(t, dropped)
+	assert.LessOrEqual(t, dropped, int64(len(comments)/2-maxEvents), "no more than it sent")
 }

@@ -72,6 +72,9 @@ func (c *call) startGuard(g *guard.Guard, r *http.Request, body []byte) {
 	// Held attempts draw on the frame budget, and are decoded as the tee
 	// decodes the committed stream.
 	gc.s.Budget, gc.s.MaxDecoded = c.d.frameBudget, c.d.maxDecoded
+	// A loser's span records the frames its attempt kept before content as
+	// a span records its keepalives: at most maxEvents, the rest counted.
+	gc.s.MaxFrames = c.maxEvents()
 	gc.ids[0] = c.sc.SpanID()
 	gc.groupID = hex.EncodeToString(gc.ids[0][:])
 	gc.s.OnAttempt = func(i int, h http.Header) {
@@ -256,6 +259,7 @@ func (c *call) emitLoser(r *guard.Report) {
 		for _, f := range r.Frames {
 			l.frames = append(l.frames, frameEvent{at: f.At, kind: f.Kind.String()})
 		}
+		l.framesDropped = r.FramesDropped
 	}
 	l.errType = loserErrType(r, l)
 	if l.errType == "" {
