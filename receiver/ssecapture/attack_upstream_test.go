@@ -269,3 +269,29 @@ func TestGuardBoundsTheFramesALoserHeld(t *testing.T) {
 	assert.Positive(t, dropped)
 	assert.LessOrEqual(t, dropped, int64(len(comments)/2-maxEvents), "no more than it sent")
 }
+
+// TestProxySaysWhenBytesAfterAGzipMemberDoNotDecode: a gzip body whose
+// member ends and is followed by bytes that are no gzip member (an
+// upstream that compressed its preamble and then wrote the rest plain)
+// does not decode: a gzip client fails on those bytes or drops them. The
+// client gets every byte as sent, and the span says decode_error, as for
+// any body that stops decoding, not stream_truncated: the proxy could not
+// read the rest, so whether the stream was whole is unknown.
+func TestProxySaysWhenBytesAfterAGzipMemberDoNotDecode(t *testing.T) {
+	member := gzipped(t, ": preamble\n\n")
+	sent := append(append([]byte{}, member...), chatEvent+doneEvent...)
+	f := newFixture(t, nil, withProxy(func(p *ProxyConfig) {
+		p.Upstream.Endpoint = newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.Header().Set("Content-Encoding", "gzip")
+			_, _ = w.Write(sent)
+		}))
+	}))
+	resp, got := post(t, testClient(t), f.proxyURL+shapes[0].path, shapes[0].body, http.Header{"Accept-Encoding": {"gzip"}})
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, sent, got, "the client got every byte as sent")
+	span := f.spans(t, 1)[0]
+	assert.Equal(t, "decode_error", attr(t, span, semconv.AttrCaptureError).Str())
+	_, truncated := span.Attributes().Get(semconv.AttrErrorType)
+	assert.False(t, truncated, "the body ended cleanly: not stream_truncated")
+}
