@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -294,4 +295,42 @@ func TestProxySaysWhenBytesAfterAGzipMemberDoNotDecode(t *testing.T) {
 	assert.Equal(t, "decode_error", attr(t, span, semconv.AttrCaptureError).Str())
 	_, truncated := span.Attributes().Get(semconv.AttrErrorType)
 	assert.False(t, truncated, "the body ended cleanly: not stream_truncated")
+}
+
+// TestGuardEndsAStallCleanlyUnderAContentLength: an upstream that declares
+// a Content-Length for its event stream (a replay server, a gateway that
+// buffered the head) and stalls before sending it all is ended like any
+// stall: the client gets the upstream's bytes, the guard's error frame and
+// a clean end of the response. Sent on under the upstream's length, the
+// frame would make the body shorter or longer than it says, and the
+// client's HTTP layer would fail the read instead of its SDK raising the
+// API's error.
+func TestGuardEndsAStallCleanlyUnderAContentLength(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	for _, declared := range []int{len(chatEvent) + 1000, len(chatEvent) + 10} {
+		t.Run(strconv.Itoa(declared), func(t *testing.T) {
+			up := func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				w.Header().Set("Content-Length", strconv.Itoa(declared))
+				_, _ = io.WriteString(w, chatEvent)
+				w.(http.Flusher).Flush()
+				select {
+				case <-r.Context().Done():
+				case <-time.After(5 * time.Second):
+				}
+			}
+			h := newHostileGuard(t, up, up, func(g *GuardConfig) { g.StallTimeout = AutoDuration(timeout) })
+			req, err := http.NewRequestWithContext(testContext(t), http.MethodPost, h.proxyURL+shapes[0].path, strings.NewReader(shapes[0].body))
+			require.NoError(t, err)
+			resp, err := testClient(t).Do(req)
+			require.NoError(t, err)
+			got, err := io.ReadAll(resp.Body)
+			require.NoError(t, err, "a clean end of the response")
+			require.NoError(t, resp.Body.Close())
+			assert.True(t, strings.HasPrefix(string(got), chatEvent), "the upstream's bytes first")
+			assert.Contains(t, string(got)[len(chatEvent):], `"code":"stall_timeout"`, "then the guard's frame, whole")
+			span := (&fixture{sink: h.sink}).spans(t, 1)[0]
+			assert.Equal(t, "stall_timeout", attr(t, span, semconv.AttrErrorType).Str())
+		})
+	}
 }

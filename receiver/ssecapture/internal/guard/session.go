@@ -536,6 +536,12 @@ func (s *Session) result(ctx context.Context) (*http.Response, error) {
 				// (fireTTFT).
 				b.ttftAt = s.race.Attempt(c).Start + s.pol.hp.TTFTTimeout()
 			}
+			// The guard may end the stream with a frame of its own, or end
+			// it early: the body's length is no longer the upstream's to
+			// declare, and the client's HTTP layer would fail a body that
+			// does not match it. It goes on chunked (or close-delimited).
+			resp.ContentLength = -1
+			resp.Header.Del("Content-Length")
 		}
 		s.committed = b
 		resp.Body = b
