@@ -47,8 +47,9 @@ func readErrorBody(resp *http.Response) []byte {
 // httpx), and an API behind a CDN compresses its JSON errors, so a refusal
 // read in its coded bytes would look like no refusal at all. Decoded, it is
 // bounded by maxErrorBody too; a body that stops decoding is what it
-// decoded to, one in a coding the proxy does not decode is returned as it
-// came.
+// decoded to. One in a coding the proxy does not decode, or that does not
+// decode at all (plain JSON under a wrong Content-Encoding), is returned
+// as it came: a refusal it shows in the clear still counts.
 func decodedErrorBody(resp *http.Response, body []byte) []byte {
 	coding, ok := frames.ResponseCoding(resp.Header.Values("Content-Encoding"))
 	if !ok || coding == frames.Identity {
@@ -56,10 +57,13 @@ func decodedErrorBody(resp *http.Response, body []byte) []byte {
 	}
 	r, err := frames.NewDecoder(coding, bytes.NewReader(body))
 	if err != nil {
-		return nil
+		return body // not in the coding it names: perhaps plain after all
 	}
-	decoded, _ := io.ReadAll(io.LimitReader(r, maxErrorBody))
+	decoded, err := io.ReadAll(io.LimitReader(r, maxErrorBody))
 	_ = r.Close()
+	if err != nil && len(decoded) == 0 {
+		return body
+	}
 	return decoded
 }
 
