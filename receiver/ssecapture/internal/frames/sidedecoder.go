@@ -152,7 +152,7 @@ func (d *sideDecoder) run() {
 			case rerr == nil:
 				d.sum, d.size = 0, 0 // gzip members may follow one another until the body ends
 				continue
-			case rerr != io.EOF:
+			case !errors.Is(rerr, io.EOF):
 				// Bytes after a member that are no gzip member: the body
 				// does not decode past here (a gzip client fails on them).
 				d.fail(rerr)
