@@ -23,8 +23,10 @@ import (
 	"go.opentelemetry.io/collector/config/configopaque"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/receiver/receivertest"
 
 	"github.com/streamstall/streamstall/internal/semconv"
+	"github.com/streamstall/streamstall/receiver/ssecapture/internal/metadata"
 )
 
 // hostileGuard is a guarded proxy in front of a primary and an alternate
@@ -333,4 +335,45 @@ func TestGuardEndsAStallCleanlyUnderAContentLength(t *testing.T) {
 			assert.Equal(t, "stall_timeout", attr(t, span, semconv.AttrErrorType).Str())
 		})
 	}
+}
+
+// TestGuardShutdownLeavesAStreamThatEndedAlone: at shutdown, a guarded
+// stream whose upstream sent its terminal frame and then held the
+// connection open is over, watched or not (without a stall timeout the
+// guard still frames the streams it committed, for shutdown): the client
+// gets nothing after the terminal frame but a clean end, and the span is
+// the complete call, not error.type shutdown.
+func TestGuardShutdownLeavesAStreamThatEndedAlone(t *testing.T) {
+	stream := chatEvent + doneEvent
+	up := newTestServer(t, holdAfter("text/event-stream", stream, 10*time.Second))
+	cfg := NewFactory().CreateDefaultConfig().(*Config)
+	p := cfg.Proxy.GetOrInsertDefault()
+	p.NetAddr.Endpoint = "127.0.0.1:0"
+	p.Upstream.Endpoint = up
+	p.ShutdownTimeout = 200 * time.Millisecond
+	p.Guard.GetOrInsertDefault() // hedging only: the stream is not watched
+	require.NoError(t, cfg.Validate())
+	sink := new(consumertest.TracesSink)
+	r, err := NewFactory().CreateTraces(context.Background(), receivertest.NewNopSettings(metadata.Type), cfg, sink)
+	require.NoError(t, err)
+	rcv := r.(*sseCaptureReceiver)
+	require.NoError(t, rcv.Start(context.Background(), componenttest.NewNopHost()))
+
+	req, err := http.NewRequestWithContext(testContext(t), http.MethodPost, "http://"+rcv.addrs["proxy"].String()+shapes[0].path, strings.NewReader(shapes[0].body))
+	require.NoError(t, err)
+	resp, err := testClient(t).Do(req)
+	require.NoError(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	head := make([]byte, len(stream))
+	_, err = io.ReadFull(resp.Body, head)
+	require.NoError(t, err)
+	require.NoError(t, rcv.Shutdown(context.Background()))
+	rest, err := io.ReadAll(resp.Body)
+	require.NoError(t, err, "a clean end")
+	assert.Empty(t, string(rest), "nothing after the terminal frame")
+
+	require.Equal(t, 1, sink.SpanCount())
+	span := sink.AllTraces()[0].ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0)
+	_, failed := span.Attributes().Get(semconv.AttrErrorType)
+	assert.False(t, failed, "the complete call it was: %v", span.Attributes().AsRaw())
 }

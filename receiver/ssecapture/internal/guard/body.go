@@ -273,16 +273,19 @@ func (b *committedBody) stop() {
 
 // Watch starts the watchdog on the committed stream, if the call's policy
 // has a stall timeout, and returns the Progress the copy loop publishes its
-// content chunks in (nil when the stream is not watched). tail ends a
-// content-coded stream (nil for one without a coding). It is for the proxy
-// to call once it has wrapped the response body, on the copy loop.
+// content chunks and terminal frame in (nil when the guard cannot end the
+// stream: one it does not frame). A framed stream without a watchdog gets
+// one too: shutdown ends it, unless its terminal frame has passed. tail
+// ends a content-coded stream (nil for one without a coding). It is for
+// the proxy to call once it has wrapped the response body, on the copy
+// loop.
 func (s *Session) Watch(tail CodedTail) *Progress {
 	b := s.committed
 	if b == nil {
 		return nil
 	}
 	b.tail = tail
-	if !b.watch && b.ttftAt == 0 {
+	if !b.framed {
 		return nil
 	}
 	if b.watch {

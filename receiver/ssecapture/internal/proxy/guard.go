@@ -56,7 +56,8 @@ type guardCall struct {
 	// upstream is the alternate the span's attempt went to; nil: the primary.
 	upstream *guard.Upstream
 	// progress is where the tee publishes the committed stream's content
-	// chunks for the watchdog; nil when the stream is not watched.
+	// chunks and terminal frame for the guard; nil when the guard cannot
+	// end the stream.
 	progress *guard.Progress
 }
 
