@@ -147,9 +147,17 @@ func (d *sideDecoder) run() {
 			d.account(buf[:n])
 			d.emit(buf[:n])
 		}
-		if err == io.EOF && gz != nil && gz.Reset(d) == nil {
-			d.sum, d.size = 0, 0 // gzip members may follow one another until the body ends
-			continue
+		if err == io.EOF && gz != nil {
+			switch rerr := gz.Reset(d); {
+			case rerr == nil:
+				d.sum, d.size = 0, 0 // gzip members may follow one another until the body ends
+				continue
+			case !errors.Is(rerr, io.EOF):
+				// Bytes after a member that are no gzip member: the body
+				// does not decode past here (a gzip client fails on them).
+				d.fail(rerr)
+				return
+			}
 		}
 		if err == io.EOF {
 			return // the coding ended

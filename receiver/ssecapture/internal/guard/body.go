@@ -30,6 +30,10 @@ type Progress struct {
 	// delivered is set by the first content chunk after commit: a stream
 	// committed past the pre-content bound then has its first content.
 	delivered atomic.Bool
+	// terminal is set once the stream's terminal frame (a done or error
+	// frame) reached the client: the stream is over, and a silence after
+	// it is no stall.
+	terminal atomic.Bool
 	// unread is the arrival of a read the copy loop has passed on but not
 	// classified yet (it classifies once the client has the bytes); 0 when
 	// none. While the client is slow to take them, that read may hold
@@ -68,6 +72,10 @@ func (p *Progress) Content(at int64, answered bool) {
 		p.answered.Store(true)
 	}
 }
+
+// Terminal records that the stream's terminal frame (done or error) has
+// passed.
+func (p *Progress) Terminal() { p.terminal.Store(true) }
 
 // Blind records that the stream's frames can no longer be read (a coded
 // stream past its decoded limit): the watchdog, which would take content it
@@ -183,6 +191,14 @@ func (b *committedBody) Read(p []byte) (int, error) {
 	case err == io.EOF:
 		b.end, b.finished = endComplete, true
 		return n, err
+	case b.progress.terminal.Load() && (b.ttftCut.Load() || b.stalled.Load() || b.s.stopping.Err() != nil):
+		// The upstream sent its terminal frame and then held the
+		// connection: the client has the whole stream, and an error frame
+		// after its end would turn a complete answer into a failed one
+		// (an SDK that reads to the end raises it). The body ends cleanly.
+		b.stop()
+		b.end, b.finished = endComplete, true
+		return n, io.EOF
 	case b.ttftCut.Load():
 		b.end = endTTFT
 		msg := fmt.Sprintf("no content within ttft_timeout (%s) (sse_capture guard)", time.Duration(b.s.pol.hp.TTFTTimeout()))
@@ -257,16 +273,19 @@ func (b *committedBody) stop() {
 
 // Watch starts the watchdog on the committed stream, if the call's policy
 // has a stall timeout, and returns the Progress the copy loop publishes its
-// content chunks in (nil when the stream is not watched). tail ends a
-// content-coded stream (nil for one without a coding). It is for the proxy
-// to call once it has wrapped the response body, on the copy loop.
+// content chunks and terminal frame in (nil when the guard cannot end the
+// stream: one it does not frame). A framed stream without a watchdog gets
+// one too: shutdown ends it, unless its terminal frame has passed. tail
+// ends a content-coded stream (nil for one without a coding). It is for
+// the proxy to call once it has wrapped the response body, on the copy
+// loop.
 func (s *Session) Watch(tail CodedTail) *Progress {
 	b := s.committed
 	if b == nil {
 		return nil
 	}
 	b.tail = tail
-	if !b.watch && b.ttftAt == 0 {
+	if !b.framed {
 		return nil
 	}
 	if b.watch {

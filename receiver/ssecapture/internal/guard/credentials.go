@@ -163,7 +163,7 @@ func quotaError(body []byte) bool {
 // alternates that wait for it are cleared unless it was refused.
 func (s *Session) checkAnswer(rd *reader, resp *http.Response) {
 	if resp != nil && resp.StatusCode >= 400 {
-		body := readErrorBody(resp)
+		body := decodedErrorBody(resp, readErrorBody(resp))
 		rd.credentialRefused = rd.clientCredential && credentialRefused(resp.StatusCode, body)
 	}
 	if rd.clears && !rd.credentialRefused {

@@ -5,6 +5,7 @@ package guard
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"io"
 	"net/http"
@@ -385,5 +386,31 @@ func TestQueryCredentialReachesOnlyThePrimary(t *testing.T) {
 		require.NoError(t, r.err)
 		require.NoError(t, r.resp.Body.Close())
 		s.Finish()
+	}
+}
+
+// TestDecodedErrorBodyReadsTheCoding: an error body is read through its
+// gzip coding; one that names gzip but is plain, or names a coding the
+// proxy does not decode, is read as it came, so a refusal in the clear
+// still counts.
+func TestDecodedErrorBodyReadsTheCoding(t *testing.T) {
+	var coded bytes.Buffer
+	zw := gzip.NewWriter(&coded)
+	_, _ = io.WriteString(zw, openAIQuota)
+	require.NoError(t, zw.Close())
+	for _, tc := range []struct {
+		coding string
+		body   []byte
+	}{
+		{"gzip", coded.Bytes()},
+		{"gzip", []byte(openAIQuota)},
+		{"br", []byte(openAIQuota)},
+		{"", []byte(openAIQuota)},
+	} {
+		resp := &http.Response{StatusCode: http.StatusTooManyRequests, Header: http.Header{}}
+		if tc.coding != "" {
+			resp.Header.Set("Content-Encoding", tc.coding)
+		}
+		assert.True(t, credentialRefused(resp.StatusCode, decodedErrorBody(resp, tc.body)), "%q", tc.coding)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/streamstall/streamstall/receiver/ssecapture/internal/frames"
 )
 
 // maxErrorBody bounds what is read of an error answer's body; the
@@ -37,6 +39,32 @@ func readErrorBody(resp *http.Response) []byte {
 	// Longer, cut or broken: the rest (or the error) follows what was read.
 	resp.Body = &readBody{Reader: io.MultiReader(bytes.NewReader(b), &errReader{err}, rc), body: rc}
 	return b
+}
+
+// decodedErrorBody is an error answer's body as readErrorBody read it,
+// decoded from its content coding when the proxy decodes that one: the
+// proxy forwards the client's Accept-Encoding (gzip from the Node SDKs and
+// httpx), and an API behind a CDN compresses its JSON errors, so a refusal
+// read in its coded bytes would look like no refusal at all. Decoded, it is
+// bounded by maxErrorBody too; a body that stops decoding is what it
+// decoded to. One in a coding the proxy does not decode, or that does not
+// decode at all (plain JSON under a wrong Content-Encoding), is returned
+// as it came: a refusal it shows in the clear still counts.
+func decodedErrorBody(resp *http.Response, body []byte) []byte {
+	coding, ok := frames.ResponseCoding(resp.Header.Values("Content-Encoding"))
+	if !ok || coding == frames.Identity {
+		return body
+	}
+	r, err := frames.NewDecoder(coding, bytes.NewReader(body))
+	if err != nil {
+		return body // not in the coding it names: perhaps plain after all
+	}
+	decoded, err := io.ReadAll(io.LimitReader(r, maxErrorBody))
+	_ = r.Close()
+	if err != nil && len(decoded) == 0 {
+		return body
+	}
+	return decoded
 }
 
 // readBody is a body whose first bytes were read and are read again.

@@ -5,6 +5,7 @@ package guard
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
+	"github.com/streamstall/streamstall/internal/figures"
 	"github.com/streamstall/streamstall/internal/hedgecore"
 	"github.com/streamstall/streamstall/internal/llmstream"
 	"github.com/streamstall/streamstall/internal/semconv"
@@ -94,8 +96,10 @@ type Report struct {
 	// the race dropped, or one that delivered.
 	Err  error
 	Meta llmstream.Meta
-	// Frames are the frames without content before commit.
-	Frames []Frame
+	// Frames are the frames without content before commit, at most
+	// Session.MaxFrames of them; FramesDropped counts the rest.
+	Frames        []Frame
+	FramesDropped int64
 }
 
 // Session runs the attempts of one guarded call: Start, then RoundTrip in
@@ -123,6 +127,11 @@ type Session struct {
 	// MaxDecoded bounds the decoded bytes of a content-coded attempt before
 	// commit (the proxy's max_decoded_response_bytes).
 	MaxDecoded int64
+	// MaxFrames bounds the frames without content an attempt keeps before
+	// commit for its report (the proxy's max_chunk_events); the rest are
+	// counted. An attempt's 1 MiB before content can be half a million
+	// two-byte comments. Zero is figures.DefaultMaxChunkEvents.
+	MaxFrames int
 
 	race    hedgecore.Race
 	req     *http.Request
@@ -154,13 +163,15 @@ type liveAttempt struct {
 // reader is an attempt's reader goroutine's side. The goroutine owns it
 // until it has sent its one event, or until the session has waited for it.
 type reader struct {
-	resp      *http.Response
-	held      []byte
-	taken     int // of the budget, for held
-	meta      llmstream.Meta
-	frames    []Frame
-	err       error
-	firstKind string
+	resp   *http.Response
+	held   []byte
+	taken  int // of the budget, for held
+	meta   llmstream.Meta
+	frames []Frame
+	// framesDropped counts the frames past Session.MaxFrames.
+	framesDropped int64
+	err           error
+	firstKind     string
 	// What the attempt does with the client's credential (credentials.go),
 	// set at launch: it carries it; it is the call's first attempt, whose
 	// answer clears the alternates that wait; it goes to an alternate with
@@ -445,25 +456,36 @@ func (s *Session) scan(rd *reader, resp *http.Response, framing sse.Framing) (ev
 		case llmstream.KindError:
 			state = failed
 		default:
-			rd.frames = append(rd.frames, Frame{At: at, Kind: f.Kind})
+			if len(rd.frames) < cmp.Or(s.MaxFrames, figures.DefaultMaxChunkEvents) {
+				rd.frames = append(rd.frames, Frame{At: at, Kind: f.Kind})
+			} else {
+				rd.framesDropped++
+			}
 			return
 		}
 		cls.Stop() // the rest of the read is held as it is
 	})
 	defer func() { _ = cls.Close(false) }()
+	// decision is the event of the frame that settled the attempt.
+	decision := func() (eventKind, error) {
+		switch state {
+		case content:
+			return evContent, nil
+		case done:
+			return evDone, nil
+		}
+		return evFailed, errStreamError
+	}
 	buf := make([]byte, readBufferSize)
 	for {
 		n, err := resp.Body.Read(buf)
 		if n > 0 {
 			kept := rd.hold(buf[:n], s.Budget)
 			cls.Write(buf[:n], s.now())
+			if state != undecided {
+				return decision()
+			}
 			switch {
-			case state == content:
-				return evContent, nil
-			case state == done:
-				return evDone, nil
-			case state == failed:
-				return evFailed, errStreamError
 			case cls.Blind():
 				rd.blind = true
 				return evContent, nil
@@ -473,6 +495,12 @@ func (s *Session) scan(rd *reader, resp *http.Response, framing sse.Framing) (ev
 			}
 		}
 		if errors.Is(err, io.EOF) {
+			// The framing's end ends a frame too (an NDJSON line without
+			// its line feed), as the proxy's tee reads it at the body's end.
+			_ = cls.Close(true)
+			if state != undecided {
+				return decision()
+			}
 			return evFailed, io.ErrUnexpectedEOF // the stream ended before any content
 		}
 		if err != nil {
@@ -511,6 +539,12 @@ func (s *Session) result(ctx context.Context) (*http.Response, error) {
 				// (fireTTFT).
 				b.ttftAt = s.race.Attempt(c).Start + s.pol.hp.TTFTTimeout()
 			}
+			// The guard may end the stream with a frame of its own, or end
+			// it early: the body's length is no longer the upstream's to
+			// declare, and the client's HTTP layer would fail a body that
+			// does not match it. It goes on chunked (or close-delimited).
+			resp.ContentLength = -1
+			resp.Header.Del("Content-Length")
 		}
 		s.committed = b
 		resp.Body = b
@@ -686,7 +720,7 @@ func (s *Session) report(i int, loser bool) Report {
 		if rd.resp != nil {
 			r.Status = rd.resp.StatusCode
 		}
-		r.Meta, r.Frames = rd.meta, rd.frames
+		r.Meta, r.Frames, r.FramesDropped = rd.meta, rd.frames, rd.framesDropped
 	}
 	if ra.State == hedgecore.Failed {
 		r.Err = hedgecore.ErrTTFTTimeout // failed by the race's timer, not by its reader

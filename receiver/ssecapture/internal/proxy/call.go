@@ -4,6 +4,7 @@
 package proxy
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -306,6 +307,9 @@ func (c *call) onFrame(f *llmstream.Frame, at int64) {
 			c.errType = c.capValue(f.Meta.ErrorType)
 		}
 	}
+	if c.terminal && c.guard != nil {
+		c.guard.terminal()
+	}
 	if c.d.keepalives {
 		if len(c.frames) >= c.maxEvents() {
 			c.framesDropped++
@@ -313,6 +317,18 @@ func (c *call) onFrame(f *llmstream.Frame, at int64) {
 		}
 		c.frames = append(c.frames, frameEvent{at: at, kind: f.Kind.String()})
 	}
+}
+
+// bodyError fails a call whose whole response body, under a success
+// status, is its API's error object (a gateway answering 200 with the
+// error), as an error frame fails a stream: with the error's code or type,
+// or error when it names none (Ollama's). Under an error status outcome
+// reads it already.
+func (c *call) bodyError(m *llmstream.Meta) {
+	if c.status >= 400 || c.errType != "" || (m.ErrorType == "" && m.ErrorMessage == "") {
+		return
+	}
+	c.errType = c.capValue(cmp.Or(m.ErrorType, llmstream.ErrorTypeUnknown))
 }
 
 func (c *call) maxEvents() int {
@@ -513,5 +529,5 @@ func statusMessage(errType string, status int) string {
 	if status >= 400 {
 		return fmt.Sprintf("upstream answered %d", status)
 	}
-	return "upstream reported an error in the stream"
+	return "upstream reported an error in its response"
 }

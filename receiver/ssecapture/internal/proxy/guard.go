@@ -58,7 +58,8 @@ type guardCall struct {
 	// upstream is the alternate the span's attempt went to; nil: the primary.
 	upstream *guard.Upstream
 	// progress is where the tee publishes the committed stream's content
-	// chunks for the watchdog; nil when the stream is not watched.
+	// chunks and terminal frame for the guard; nil when the guard cannot
+	// end the stream.
 	progress *guard.Progress
 }
 
@@ -77,6 +78,9 @@ func (c *call) startGuard(g *guard.Guard, r *http.Request, body []byte) {
 	// Held attempts draw on the frame budget, and are decoded as the tee
 	// decodes the committed stream.
 	gc.s.Budget, gc.s.MaxDecoded = c.d.frameBudget, c.d.maxDecoded
+	// A loser's span records the frames its attempt kept before content as
+	// a span records its keepalives: at most maxEvents, the rest counted.
+	gc.s.MaxFrames = c.maxEvents()
 	gc.ids[0] = c.sc.SpanID()
 	gc.groupID = hex.EncodeToString(gc.ids[0][:])
 	gc.s.OnAttempt = func(i int, h http.Header) {
@@ -112,6 +116,13 @@ func (g *guardCall) watch(b *streamTee) {
 func (g *guardCall) content(at int64, kind string) {
 	if g.progress != nil {
 		g.progress.Content(at, kind != semconv.ChunkKindReasoning)
+	}
+}
+
+// terminal tells the watchdog the stream's terminal frame has passed.
+func (g *guardCall) terminal() {
+	if g.progress != nil {
+		g.progress.Terminal()
 	}
 }
 
@@ -259,6 +270,7 @@ func (c *call) emitLoser(r *guard.Report) {
 		for _, f := range r.Frames {
 			l.frames = append(l.frames, frameEvent{at: f.At, kind: f.Kind.String()})
 		}
+		l.framesDropped = r.FramesDropped
 	}
 	l.errType = loserErrType(r, l)
 	if l.errType == "" {

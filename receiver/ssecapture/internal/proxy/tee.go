@@ -160,6 +160,7 @@ func (b *jsonTee) Close() error {
 		if body, ok := b.decoded(); ok {
 			if m, err := llmstream.ParseResponse(b.c.shape, body); err == nil {
 				b.c.merge(&m)
+				b.c.bodyError(&m)
 			}
 		}
 	}
