@@ -16,6 +16,9 @@ DEMO      := $(BUILD)/demo
 # FUZZTIME: each fuzz target's budget, as an execution count (Nx) so that a loaded
 # machine cannot fail a run on the fuzzer's own clock; FUZZTIME=30s still works.
 FUZZTIME  ?= 50000x
+# Each new interesting input is minimized for at most this many executions
+# (Go's default is 60 s each: a target of large inputs spent minutes on it).
+FUZZMINIMIZE ?= 500x
 BENCHTIME ?= 1s
 COUNT     ?= 5
 
@@ -98,7 +101,8 @@ node-deps:
 	@if command -v npm >/dev/null; then npm ci --prefix receiver/ssecapture/testdata/vercel --no-audit --no-fund --loglevel=error; \
 	else echo "no npm: the guard's Vercel AI SDK test will skip"; fi
 
-## fuzz: run every fuzz target for FUZZTIME executions. Go 1.26's coordinator can
+## fuzz: run every fuzz target for FUZZTIME executions, minimizing each new input for
+##       at most FUZZMINIMIZE. Go 1.26's coordinator can
 ##       fail a time-boxed run on its own deadline under load (fixed in Go 1.27), so
 ##       the budget is a count; a real finding still fails the run and writes its
 ##       reproducer to testdata/fuzz.
@@ -107,7 +111,7 @@ fuzz:
 	  dir=$$($(GO) list -f '{{.Dir}}' $$pkg); \
 	  for f in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | sed 's/^func //'); do \
 	    echo "fuzz $$pkg $$f ($(FUZZTIME))"; \
-	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
+	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) $$pkg; \
 	  done; \
 	done); done
 

@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/collector/config/confighttp"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/receiver/receivertest"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
@@ -106,16 +107,23 @@ func TestShutdownDuringTheHedgeRace(t *testing.T) {
 // cutsByReason reads otelcol_receiver_sse_capture_streams.cut by reason.
 func cutsByReason(t *testing.T, tel *componenttest.Telemetry) map[string]int64 {
 	t.Helper()
-	got, err := tel.GetMetric("otelcol_receiver_sse_capture_streams.cut")
-	require.NoError(t, err, "the receiver counts the streams it cut")
+	return sumByAttribute(t, tel, "otelcol_receiver_sse_capture_streams.cut", "reason")
+}
+
+// sumByAttribute reads a counter of the receiver's telemetry, its points
+// added up by the value of one attribute.
+func sumByAttribute(t *testing.T, tel *componenttest.Telemetry, metric, key string) map[string]int64 {
+	t.Helper()
+	got, err := tel.GetMetric(metric)
+	require.NoError(t, err, "the receiver counts %s", metric)
 	sum, ok := got.Data.(metricdata.Sum[int64])
 	require.True(t, ok)
-	byReason := map[string]int64{}
+	by := map[string]int64{}
 	for _, dp := range sum.DataPoints {
-		r, _ := dp.Attributes.Value("reason")
-		byReason[r.AsString()] += dp.Value
+		v, _ := dp.Attributes.Value(attribute.Key(key))
+		by[v.AsString()] += dp.Value
 	}
-	return byReason
+	return by
 }
 
 // noLeaks checks, once the test and its cleanups are done, that no
@@ -403,14 +411,6 @@ func TestBudgetRefusalsSayWhichBucket(t *testing.T) {
 	call(clientFrom("127.0.0.22"))
 	f.spans(t, 4)
 
-	got, err := f.tel.GetMetric("otelcol_receiver_sse_capture_hedges.refused")
-	require.NoError(t, err)
-	sum, ok := got.Data.(metricdata.Sum[int64])
-	require.True(t, ok)
-	byBucket := map[string]int64{}
-	for _, dp := range sum.DataPoints {
-		b, _ := dp.Attributes.Value("bucket")
-		byBucket[b.AsString()] += dp.Value
-	}
-	assert.Equal(t, map[string]int64{"client": 1, "shared": 1}, byBucket)
+	assert.Equal(t, map[string]int64{"client": 1, "shared": 1},
+		sumByAttribute(t, f.tel, "otelcol_receiver_sse_capture_hedges.refused", "bucket"))
 }

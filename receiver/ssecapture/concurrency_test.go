@@ -7,7 +7,6 @@ import (
 	"bufio"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"runtime"
 	"strings"
@@ -86,14 +85,7 @@ func TestMaxConcurrentRequestsSheds(t *testing.T) {
 	forwarded := f.log.count()
 
 	resp, body := post(t, testClient(t), f.proxyURL+shapes[0].path, shapes[0].body, nil)
-	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
-	assert.Equal(t, "1", resp.Header.Get("Retry-After"))
-	var e struct {
-		Error struct{ Type, Message string } `json:"error"`
-	}
-	require.NoError(t, json.Unmarshal(body, &e), "%s", body)
-	assert.Equal(t, "overloaded", e.Error.Type)
-	assert.Contains(t, e.Error.Message, "max_concurrent_requests")
+	assertRefused(t, resp, body, http.StatusServiceUnavailable, "overloaded", "max_concurrent_requests")
 	assert.Equal(t, forwarded, f.log.count(), "a shed request is not forwarded")
 	metadatatest.AssertEqualReceiverSseCaptureRequestsShed(t, f.tel, []metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp(), metricdatatest.IgnoreExemplars())
@@ -153,22 +145,13 @@ func TestMaxConcurrentRequestsPerClient(t *testing.T) {
 	forwarded := f.log.count()
 
 	resp, body := post(t, testClient(t), f.proxyURL+shapes[0].path, shapes[0].body, nil)
-	assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
-	assert.Equal(t, "1", resp.Header.Get("Retry-After"))
-	var e struct {
-		Error struct{ Type, Message string } `json:"error"`
-	}
-	require.NoError(t, json.Unmarshal(body, &e), "%s", body)
-	assert.Equal(t, "too_many_requests", e.Error.Type)
-	assert.Contains(t, e.Error.Message, "max_concurrent_requests_per_client")
+	assertRefused(t, resp, body, http.StatusTooManyRequests, "too_many_requests", "max_concurrent_requests_per_client")
 	assert.Equal(t, forwarded, f.log.count(), "a limited request is not forwarded")
 	metadatatest.AssertEqualReceiverSseCaptureRequestsLimited(t, f.tel, []metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp(), metricdatatest.IgnoreExemplars())
 
 	// Another client, from another loopback address, keeps its own slots.
-	other := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{
-		LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)},
-	}).DialContext}}
+	other := clientFrom("127.0.0.2")
 	t.Cleanup(other.CloseIdleConnections)
 	resp, _ = post(t, other, f.proxyURL+shapes[0].path, shapes[0].body, nil)
 	assert.Equal(t, http.StatusOK, resp.StatusCode, "another client is served")
@@ -178,4 +161,19 @@ func TestMaxConcurrentRequestsPerClient(t *testing.T) {
 	require.Eventually(t, func() bool { return f.rcv.proxy.InFlight() == 0 }, 5*time.Second, time.Millisecond)
 	resp, _ = post(t, testClient(t), f.proxyURL+shapes[0].path, shapes[0].body, nil)
 	assert.Equal(t, http.StatusOK, resp.StatusCode, "served again once its streams ended")
+}
+
+// assertRefused checks a request the proxy refused before forwarding it:
+// its status, Retry-After: 1, and a JSON error of type typ that names the
+// limit.
+func assertRefused(t *testing.T, resp *http.Response, body []byte, status int, typ, limit string) {
+	t.Helper()
+	assert.Equal(t, status, resp.StatusCode)
+	assert.Equal(t, "1", resp.Header.Get("Retry-After"))
+	var e struct {
+		Error struct{ Type, Message string } `json:"error"`
+	}
+	require.NoError(t, json.Unmarshal(body, &e), "%s", body)
+	assert.Equal(t, typ, e.Error.Type)
+	assert.Contains(t, e.Error.Message, limit)
 }
