@@ -12,9 +12,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -161,6 +163,41 @@ func TestProxyRefusesAnOversizedBodyBeforeReadingIt(t *testing.T) {
 		})
 	}
 	assert.Zero(t, f.log.count(), "nothing was forwarded")
+}
+
+// TestProxyRefusesAnOversizedBodyKeepingAnHTTP2Connection: over HTTP/2
+// the rest of a refused body is the refused stream's alone, so the 413
+// ends that stream and leaves the connection, and the client's other
+// streams on it, alone (Connection: close would make Go's HTTP/2 server
+// close it, sending GOAWAY).
+func TestProxyRefusesAnOversizedBodyKeepingAnHTTP2Connection(t *testing.T) {
+	const limit = 1024
+	f := newFixture(t, nil, withProxy(func(p *ProxyConfig) { p.MaxRequestBody = limit }))
+	srv := httptest.NewUnstartedServer(f.rcv.proxy)
+	srv.EnableHTTP2 = true
+	var conns atomic.Int64
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	client := srv.Client()
+	for _, size := range []int{4 * limit, 10} {
+		body := `{"model":"gpt-4o","stream":true,"x":"` + strings.Repeat("a", size) + `"}`
+		resp, err := client.Post(srv.URL+shapes[0].path, "application/json", strings.NewReader(body))
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		require.Equal(t, 2, resp.ProtoMajor)
+		if size > limit {
+			require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode)
+		} else {
+			require.Equal(t, http.StatusOK, resp.StatusCode)
+		}
+	}
+	assert.Equal(t, int64(1), conns.Load(), "the call after the 413 went on the same connection")
 }
 
 // TestProxyReleasesTheRequestBodyOnceSent: a request body (up to

@@ -284,9 +284,13 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Refused on its length, before a byte of the body is read: a
 		// client that sent Expect: 100-continue is never told to send it,
 		// and the proxy neither waits for a body it would refuse nor reads
-		// the limit's worth of it. The bytes that follow on the connection
-		// are that body, not a request: it is closed after the answer.
-		w.Header().Set("Connection", "close")
+		// the limit's worth of it. Over HTTP/1 the bytes that follow on the
+		// connection are that body, not a request: it is closed after the
+		// answer. Over HTTP/2 they are the refused stream's alone, and the
+		// connection carries the client's other streams on.
+		if r.ProtoMajor < 2 {
+			w.Header().Set("Connection", "close")
+		}
 		p.refuseTooLarge(w)
 		return
 	}
