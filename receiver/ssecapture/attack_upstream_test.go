@@ -377,3 +377,47 @@ func TestGuardShutdownLeavesAStreamThatEndedAlone(t *testing.T) {
 	_, failed := span.Attributes().Get(semconv.AttrErrorType)
 	assert.False(t, failed, "the complete call it was: %v", span.Attributes().AsRaw())
 }
+
+// TestGuardKeepsAnAlternatesCookiesFromTheClient: a cookie an alternate
+// sets (a CDN's bot-management or affinity cookie) would come back from
+// the client's cookie jar on its next call, which goes to the primary:
+// Cookie reaches the primary only, so the alternate's cookie would leak to
+// another provider and never serve the one that set it. The primary's own
+// cookies reach the client as they came.
+func TestGuardKeepsAnAlternatesCookiesFromTheClient(t *testing.T) {
+	stream := `data: {"id":"c1","choices":[{"index":0,"delta":{"content":"Hi"}}]}` + "\n\n" + "data: [DONE]\n\n"
+	answer := func(cookie string, status int) http.HandlerFunc {
+		return func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Add("Set-Cookie", cookie+"=v; Path=/; Secure")
+			if status != http.StatusOK {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(status)
+				_, _ = io.WriteString(w, `{"error":{"message":"overloaded","type":"server_error"}}`)
+				return
+			}
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, stream)
+		}
+	}
+	body := `{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+	for _, tc := range []struct {
+		name          string
+		primaryStatus int
+		alternateUp   bool
+		want          []string
+	}{
+		{"the primary serves", http.StatusOK, true, []string{"primary=v; Path=/; Secure"}},
+		{"the alternate serves", http.StatusServiceUnavailable, true, nil},
+		{"both fail, the alternate's failure is passed on", http.StatusServiceUnavailable, false, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			alternate := answer("alternate", http.StatusOK)
+			if !tc.alternateUp {
+				alternate = answer("alternate", http.StatusServiceUnavailable)
+			}
+			h := newHostileGuard(t, answer("primary", tc.primaryStatus), alternate, func(g *GuardConfig) { g.Hedge.MaxAttempts = 2 })
+			resp, _ := post(t, testClient(t), h.proxyURL+"/v1/chat/completions", body, nil)
+			assert.Equal(t, tc.want, resp.Header.Values("Set-Cookie"))
+		})
+	}
+}

@@ -548,6 +548,7 @@ func (s *Session) result(ctx context.Context) (*http.Response, error) {
 		}
 		s.committed = b
 		resp.Body = b
+		s.dropAlternateCookies(c, resp)
 		return resp, nil
 	}
 	j := s.race.ErrFrom()
@@ -572,7 +573,18 @@ func (s *Session) result(ctx context.Context) (*http.Response, error) {
 	resp := rd.resp
 	resp.Body = &committedBody{s: s, rd: rd, held: rd.held, rc: resp.Body, cancel: s.live[j].cancel}
 	rd.held = nil
+	s.dropAlternateCookies(j, resp)
 	return resp, nil
+}
+
+// dropAlternateCookies keeps the cookies an alternate sets from the
+// client: the client's cookie jar would send them on its next call, and
+// Cookie goes to the primary only (credentials.go), so an alternate's
+// cookie would reach another provider and never the one that set it.
+func (s *Session) dropAlternateCookies(i int, resp *http.Response) {
+	if s.race.Attempt(i).Source > 0 {
+		resp.Header.Del("Set-Cookie")
+	}
 }
 
 // gatewayTimeout is the 504 a call gets when its last attempt had no
