@@ -421,3 +421,40 @@ func TestGuardKeepsAnAlternatesCookiesFromTheClient(t *testing.T) {
 		})
 	}
 }
+
+// TestGuardEndsACodedStreamThatEndedWhole: a gzip stream whose terminal
+// frame has passed, flushed but its coding left open while the upstream
+// holds the connection, ends at the stall deadline with the coding closed
+// and no frame of the guard's: the client decodes the whole stream, the
+// upstream's bytes first, and reads to its end without an error.
+func TestGuardEndsACodedStreamThatEndedWhole(t *testing.T) {
+	stream := `data: {"id":"c1","choices":[{"index":0,"delta":{"content":"Hi"}}]}` + "\n\n" + "data: [DONE]\n\n"
+	var coded bytes.Buffer
+	zw := gzip.NewWriter(&coded)
+	_, err := io.WriteString(zw, stream)
+	require.NoError(t, err)
+	require.NoError(t, zw.Flush()) // a sync flush: the coding stays open
+	sent := bytes.Clone(coded.Bytes())
+	up := func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("Content-Encoding", "gzip")
+		_, _ = w.Write(sent)
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-time.After(10 * time.Second):
+		}
+	}
+	h := newHostileGuard(t, up, up, func(g *GuardConfig) { g.StallTimeout = AutoDuration(300 * time.Millisecond) })
+	resp, got := post(t, testClient(t), h.proxyURL+shapes[0].path, shapes[0].body, http.Header{"Accept-Encoding": {"gzip"}})
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.True(t, bytes.HasPrefix(got, sent), "the upstream's bytes first, as they came")
+	zr, err := gzip.NewReader(bytes.NewReader(got))
+	require.NoError(t, err)
+	decoded, err := io.ReadAll(zr)
+	require.NoError(t, err, "the coding is closed")
+	assert.Equal(t, stream, string(decoded), "nothing after the terminal frame")
+	span := (&fixture{sink: h.sink}).spans(t, 1)[0]
+	_, failed := span.Attributes().Get(semconv.AttrErrorType)
+	assert.False(t, failed, "a complete stream, not a stall cut")
+}

@@ -195,9 +195,17 @@ func (b *committedBody) Read(p []byte) (int, error) {
 		// The upstream sent its terminal frame and then held the
 		// connection: the client has the whole stream, and an error frame
 		// after its end would turn a complete answer into a failed one
-		// (an SDK that reads to the end raises it). The body ends cleanly.
+		// (an SDK that reads to the end raises it). The body ends cleanly,
+		// a coded one with its coding closed.
 		b.stop()
-		b.end, b.finished = endComplete, true
+		b.end = endComplete
+		if b.tail != nil {
+			if end, ok := b.tail.End(func(*llmstream.Boundary) []byte { return nil }); ok && len(end) > 0 {
+				b.pending = end
+				return n, nil // the coding's end follows on the next read
+			}
+		}
+		b.finished = true
 		return n, io.EOF
 	case b.ttftCut.Load():
 		b.end = endTTFT
