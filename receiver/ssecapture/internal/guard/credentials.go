@@ -55,7 +55,7 @@ func IsCredentialHeader(name string) bool {
 			return true
 		}
 	}
-	for _, w := range strings.FieldsFunc(l, func(r rune) bool { return r == '-' || r == '_' }) {
+	for w := range strings.FieldsFuncSeq(l, func(r rune) bool { return r == '-' || r == '_' }) {
 		if credentialWord(w) {
 			return true
 		}
