@@ -155,7 +155,11 @@ func (c *Call) handle(e attemptEvent) {
 	switch {
 	case e.err != nil:
 		a.err = e.err
-		c.race.Fail(i, e.at, classify(e.err), e.err)
+		var wait time.Duration
+		if se := (*StatusError)(nil); errors.As(e.err, &se) {
+			wait = se.RetryAfter
+		}
+		c.race.FailAfter(i, e.at, classify(e.err), e.err, e.at+int64(wait))
 	case e.ev.Type == EventContent:
 		ch := e.ev.Chunk
 		var deliver bool

@@ -159,13 +159,19 @@ func (e *StallError) Timeout() bool { return true }
 
 // StatusError is an HTTP error answer of a source. 408 (request timeout),
 // 409 (conflict: OpenAI answers it for a lock timeout), 425 (too early),
-// 429 and 5xx are retryable (the next attempt starts at once); other 4xx
-// start none and end the call once no other attempt runs.
+// 429 and 5xx are retryable (the next attempt starts at once, on another
+// source when this one asked to wait); other 4xx start none and end the
+// call once no other attempt runs.
 type StatusError struct {
 	Source     string
 	StatusCode int
 	// Body is the start of the error body, for diagnosis.
 	Body string
+	// RetryAfter is how long the source asked not to be called again
+	// (retry-after-ms, else Retry-After), 0 when it did not ask. No attempt
+	// of the call goes to that source before then; when every source asked,
+	// the call ends with this error, and its caller should wait as long.
+	RetryAfter time.Duration
 }
 
 func (e *StatusError) Error() string {

@@ -378,3 +378,21 @@ func TestIntegrationGeminiAndOllamaSources(t *testing.T) {
 		assert.Equal(t, int64(6), res.Usage.OutputTokens)
 	}
 }
+
+// TestIntegrationRetryAfterEndsTheCallWithTheWait: the only source answers
+// 429 with a Retry-After: the call is not retried at once against it; it
+// ends with the StatusError, which carries the wait for the caller.
+func TestIntegrationRetryAfterEndsTheCallWithTheWait(t *testing.T) {
+	srv, url := startFakeLLM(t)
+	limited := openAISource("limited", url, script(t, fakellm.Script{Status: 429, RetryAfterMillis: 1500}))
+	h, err := New([]Source{limited}, Delay(time.Hour), MaxAttempts(3))
+	require.NoError(t, err)
+	_, err = h.Complete(context.Background(), hello)
+	var se *StatusError
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, 429, se.StatusCode)
+	assert.Equal(t, 1500*time.Millisecond, se.RetryAfter)
+	assert.Len(t, waitRecords(t, srv, 1), 1)
+	time.Sleep(50 * time.Millisecond)
+	assert.Len(t, srv.Requests(), 1, "the source that asked to wait was asked once")
+}

@@ -13,7 +13,9 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
+	"github.com/streamstall/streamstall/internal/hedgecore"
 	"github.com/streamstall/streamstall/internal/llmstream"
 	"github.com/streamstall/streamstall/internal/semconv"
 	"github.com/streamstall/streamstall/internal/sse"
@@ -145,7 +147,8 @@ func (s *httpSource) Open(ctx context.Context, req *Request) (Stream, error) {
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 		_ = resp.Body.Close()
-		return nil, &StatusError{Source: s.e.Name, StatusCode: resp.StatusCode, Body: string(msg)}
+		wait, _ := hedgecore.RetryAfter(resp.Header, time.Now())
+		return nil, &StatusError{Source: s.e.Name, StatusCode: resp.StatusCode, Body: string(msg), RetryAfter: wait}
 	}
 	r := sse.NewFramedReader(s.framing, resp.Body)
 	r.Comments = true

@@ -73,6 +73,10 @@ type Attempt struct {
 	// answered is set once the attempt delivered an answer chunk (text or
 	// tool call): its watchdog no longer spares reasoning.
 	answered bool
+	// RetryAt is when the source asked, in a failed attempt's answer
+	// (Retry-After), to be called again: until then no attempt of the call
+	// goes to it (FailAfter). 0 when it asked nothing.
+	RetryAt int64
 }
 
 // ActionKind says whether an action starts or cancels an attempt.
@@ -188,6 +192,10 @@ func (r *Race) launch(now int64, t Trigger, continuation bool) {
 	if r.done || r.n >= r.p.maxAttempts {
 		return
 	}
+	src, ok := r.nextSource(now)
+	if !ok {
+		return // every source asked to wait: none is called against its answer
+	}
 	if t != TriggerPrimary {
 		if ok, byShared := r.budget.allow(); !ok {
 			r.refused++
@@ -199,8 +207,8 @@ func (r *Race) launch(now int64, t Trigger, continuation bool) {
 	}
 	i := r.n
 	a := &r.attempts[i]
-	*a = Attempt{Source: r.next % r.p.sources, Trigger: t, Continuation: continuation, Start: now}
-	r.next++
+	*a = Attempt{Source: src, Trigger: t, Continuation: continuation, Start: now}
+	r.next = src + 1
 	r.n++
 	if r.committed < 0 && !r.p.noTTFTHedge {
 		a.Delay, a.DelaySource = r.p.DelayFrom(a.Source)
@@ -209,6 +217,28 @@ func (r *Race) launch(now int64, t Trigger, continuation bool) {
 		}
 	}
 	r.emit(Launch, i)
+}
+
+// nextSource is the source the next attempt goes to: round robin from the
+// one after the last attempt's, skipping the sources that asked to wait
+// past now; false when every source asked to.
+func (r *Race) nextSource(now int64) (int, bool) {
+	for k := 0; k < r.p.sources; k++ {
+		if s := (r.next + k) % r.p.sources; !r.waits(s, now) {
+			return s, true
+		}
+	}
+	return 0, false
+}
+
+// waits reports whether an attempt on source s asked to wait past now.
+func (r *Race) waits(s int, now int64) bool {
+	for j := 0; j < r.n; j++ {
+		if a := &r.attempts[j]; a.Source == s && a.RetryAt > now {
+			return true
+		}
+	}
+	return false
 }
 
 // Content records one answer chunk (text, or a tool call when text is
@@ -295,6 +325,20 @@ func (r *Race) Complete(i int, now int64) {
 	r.done = true
 	r.cancelAllBut(i)
 	r.budget.Success()
+}
+
+// FailAfter records attempt i's failure as Fail does, when its source asked
+// not to be called again before retryAt (unix nanoseconds; a Retry-After):
+// until then the call's next attempts go to other sources, and when every
+// source asked to wait no attempt starts, so the call ends with this
+// failure once no other attempt runs. The caller then gets the source's
+// answer, its Retry-After with it, instead of a retry that source refused
+// in advance.
+func (r *Race) FailAfter(i int, now int64, class Class, err error, retryAt int64) {
+	if a := &r.attempts[i]; !r.done && a.State == Running && retryAt > now {
+		a.RetryAt = retryAt
+	}
+	r.Fail(i, now, class, err)
 }
 
 // Fail records that attempt i ended with an error of the given class.

@@ -332,3 +332,81 @@ func TestRaceAllocatesNothing(t *testing.T) {
 	})
 	assert.Zero(t, allocs)
 }
+
+// TestRaceRetryAfterKeepsTheSourceOut: a source that answered with a
+// Retry-After gets no attempt of the call before then; the next attempt
+// goes to another source, and when every source asked to wait none starts
+// and the call ends with the answer that asked, for the caller to wait.
+func TestRaceRetryAfterKeepsTheSourceOut(t *testing.T) {
+	r := newRace(testPolicy(t, maxAttempts(5)), false)
+	r.Start(0)
+	acts(r)
+	e429 := errors.New("429 too many requests")
+	r.FailAfter(0, 5*ms, Retryable, e429, 30_000*ms)
+	assert.Equal(t, []string{"+1"}, acts(r), "the next source at once")
+	assert.Equal(t, 1, r.attempts[1].Source)
+	assert.Equal(t, 30_000*ms, r.attempts[0].RetryAt)
+
+	// Source 1 fails without asking to wait, source 2 asks for 1 s: the
+	// round robin comes back to source 1, past source 0 that still waits.
+	r.Fail(1, 6*ms, Retryable, errors.New("503"))
+	assert.Equal(t, []string{"+2"}, acts(r))
+	assert.Equal(t, 2, r.attempts[2].Source)
+	r.FailAfter(2, 7*ms, Retryable, e429, 1_007*ms)
+	assert.Equal(t, []string{"+3"}, acts(r))
+	assert.Equal(t, 1, r.attempts[3].Source, "source 0 and 2 wait, source 1 did not ask")
+
+	// Source 1 asks too: every source waits, no attempt starts, and the
+	// call ends with that answer although attempts remain.
+	e503 := errors.New("503 overloaded")
+	r.FailAfter(3, 8*ms, Retryable, e503, 2_000*ms)
+	assert.Empty(t, acts(r))
+	assert.True(t, r.done)
+	assert.Same(t, e503, r.err)
+	assert.Equal(t, 4, r.n)
+}
+
+// TestRaceRetryAfterOfTheOnlySource: with one source, a 429 that asks to
+// wait ends the call with it instead of calling the source again at once;
+// one that asks for no wait, or a wait already over, is retried.
+func TestRaceRetryAfterOfTheOnlySource(t *testing.T) {
+	p := NewPolicy(Config{Sources: 1, Delay: 100 * time.Millisecond, MaxAttempts: 3})
+	e429 := errors.New("429")
+
+	r := newRace(p, false)
+	r.Start(0)
+	acts(r)
+	r.FailAfter(0, 5*ms, Retryable, e429, 5*ms) // Retry-After: 0
+	assert.Equal(t, []string{"+1"}, acts(r), "no wait asked: retried at once")
+	r.FailAfter(1, 6*ms, Retryable, e429, 2_006*ms)
+	assert.Empty(t, acts(r))
+	assert.True(t, r.done)
+	assert.Same(t, e429, r.err)
+
+	// A wait over by the time the hedge timer fires no longer keeps the
+	// source out.
+	r = newRace(p, false)
+	r.Start(0)
+	acts(r)
+	r.Advance(100 * ms)
+	assert.Equal(t, []string{"+1"}, acts(r))
+	r.FailAfter(1, 110*ms, Retryable, e429, 150*ms)
+	assert.Empty(t, acts(r), "the primary still runs, and its source waits until 150 ms")
+	assert.False(t, r.done)
+	r.Advance(200 * ms)
+	assert.Equal(t, []string{"+2"}, acts(r), "the hedge at 200 ms: the wait is over")
+}
+
+// TestRaceRetryAfterDrawsNoToken: an attempt not started because every
+// source waits takes nothing from the budget.
+func TestRaceRetryAfterDrawsNoToken(t *testing.T) {
+	p := NewPolicy(Config{Sources: 1, Delay: 100 * time.Millisecond, MaxAttempts: 3, MaxTokens: 10, TokenRatio: 0.1})
+	r := newRace(p, false)
+	r.Start(0)
+	acts(r)
+	before := p.budget.level()
+	r.FailAfter(0, 5*ms, Retryable, errors.New("429"), 10_000*ms)
+	assert.True(t, r.done)
+	assert.InDelta(t, before-1, p.budget.level(), 1e-9, "the failure itself costs its token, the wait none")
+	assert.Zero(t, r.Refused())
+}

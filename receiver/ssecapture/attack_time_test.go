@@ -414,3 +414,42 @@ func TestBudgetRefusalsSayWhichBucket(t *testing.T) {
 	assert.Equal(t, map[string]int64{"client": 1, "shared": 1},
 		sumByAttribute(t, f.tel, "otelcol_receiver_sse_capture_hedges.refused", "bucket"))
 }
+
+// TestGuardHonoursRetryAfter: a source that answers 429 with a Retry-After
+// gets no second attempt of the same call before then. With the primary
+// alone the client gets its 429, Retry-After included, for its SDK to wait,
+// instead of the retries at once the source refused in advance; with an
+// alternate, the alternate serves and the primary is asked once.
+func TestGuardHonoursRetryAfter(t *testing.T) {
+	limited := fakellm.Script{Status: http.StatusTooManyRequests, RetryAfterMillis: 2000}
+	t.Run("alone", func(t *testing.T) {
+		f := newGuardFixture(t, limited, fakellm.Script{}, func(g *GuardConfig) {
+			g.Hedge.Alternates = nil
+			g.Hedge.MaxAttempts = 3
+		})
+		body := `{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+		req, err := http.NewRequestWithContext(testContext(t), http.MethodPost, f.proxyURL+"/v1/chat/completions", strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		require.NoError(t, resp.Body.Close())
+		assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+		assert.Equal(t, "2", resp.Header.Get("Retry-After"), "the source's own Retry-After reaches the client")
+		assert.Equal(t, "2000", resp.Header.Get("Retry-After-Ms"))
+		spans := f.spans(t, 1)
+		assert.Equal(t, int64(http.StatusTooManyRequests), attr(t, spans[0], semconv.AttrHTTPStatusCode).Int())
+		assert.Len(t, f.primary.Requests(), 1, "the source that asked to wait was not called again")
+	})
+	t.Run("with an alternate", func(t *testing.T) {
+		f := newGuardFixture(t, limited, fakellm.Script{TTFTMillis: 10, GapsMillis: []float64{5}}, func(g *GuardConfig) {
+			g.Hedge.MaxAttempts = 3
+		})
+		run := openAIChat(t, f.proxyURL, "")
+		assert.Equal(t, sentWhole(t, f.alternate), run.wire)
+		spans := byAttempt(t, f.spans(t, 2))
+		assert.Equal(t, portOf(t, f.alternateURL), attr(t, spans[1], semconv.AttrServerPort).Int())
+		assert.Len(t, f.primary.Requests(), 1)
+	})
+}

@@ -247,6 +247,9 @@ type event struct {
 	kind    eventKind
 	class   hedgecore.Class
 	err     error
+	// wait is how long a failed attempt's source asked not to be called
+	// again (its Retry-After).
+	wait time.Duration
 }
 
 // NewSession returns the session of one streaming call of the given shape
@@ -318,7 +321,7 @@ func (s *Session) handle(e event) {
 		s.race.Complete(i, e.at)
 	case evFailed:
 		s.live[i].end, s.live[i].failed = e.at, true
-		s.race.Fail(i, e.at, e.class, e.err)
+		s.race.FailAfter(i, e.at, e.class, e.err, e.at+int64(e.wait))
 		if rd.resp != nil && (!s.race.Done() || s.race.ErrFrom() != i) {
 			// Another attempt goes on: this failure is not passed on,
 			// and its connection is not kept for the length of the call.
@@ -403,6 +406,9 @@ func (s *Session) read(ctx context.Context, i int, rd *reader, req *http.Request
 	} else if resp.StatusCode >= 400 {
 		rd.err = &StatusError{Status: resp.StatusCode}
 		e.kind, e.class, e.err = evFailed, s.failureClass(rd, resp.StatusCode), rd.err
+		if e.class == hedgecore.Retryable {
+			e.wait, _ = hedgecore.RetryAfter(resp.Header, s.clock.Now())
+		}
 	}
 	e.at = s.now()
 	if e.kind != evFailed && !s.awaitCredential(ctx, rd) {
