@@ -453,3 +453,53 @@ func TestGuardHonoursRetryAfter(t *testing.T) {
 		assert.Len(t, f.primary.Requests(), 1)
 	})
 }
+
+// TestGuardTruncatedStreamCostsTheBudget: a committed stream whose body
+// ends whole but before the API's end of stream (no [DONE], no finish
+// reason) is cut, as its span says: it costs the budget as a broken stream
+// does instead of refunding it as a complete one, so that an upstream that
+// cuts its streams cannot keep the hedges it triggers paid for.
+func TestGuardTruncatedStreamCostsTheBudget(t *testing.T) {
+	// Content after 150 ms, past the 50 ms hedge delay: every call hedges
+	// to the alternate, which never answers, and the primary wins.
+	cut := func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+			return
+		case <-time.After(150 * time.Millisecond):
+		}
+		_, _ = io.WriteString(w, chatEvent) // and the body ends, without [DONE]
+	}
+	hang := func(_ http.ResponseWriter, r *http.Request) { <-r.Context().Done() }
+	h := newHostileGuard(t, cut, hang, func(g *GuardConfig) {
+		g.Hedge.Delay = AutoDuration(50 * time.Millisecond)
+		// A hedge is allowed above 2 tokens. A complete stream refunds
+		// the hedge's token whole (ratio 1): only a stream that costs the
+		// budget can bring the bucket down to where it refuses.
+		g.Hedge.Budget = BudgetConfig{MaxTokens: 4, TokenRatio: 1, SharedMaxTokens: 100}
+	})
+	f := &fixture{sink: h.sink}
+	// The first call hedges (4 -> 3) and its cut stream costs a token
+	// (3 -> 2); the second's hedge is refused. Each call's budget is
+	// settled before its spans go out: the next call starts after them.
+	for _, spansSoFar := range []int{2, 3} { // the first call's loser has a span too
+		resp, body := post(t, http.DefaultClient, h.proxyURL+"/v1/chat/completions", shapes[0].body, nil)
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+		assert.Equal(t, chatEvent, string(body))
+		f.spans(t, spansSoFar)
+	}
+	spans := f.spans(t, 3)
+	require.Len(t, spans, 3)
+	truncated := 0
+	for _, s := range spans {
+		if v, ok := s.Attributes().Get(semconv.AttrErrorType); ok && v.Str() == "stream_truncated" {
+			truncated++
+		}
+	}
+	assert.Equal(t, 2, truncated, "both streams the client got were cut")
+	assert.Equal(t, map[string]int64{"client": 1},
+		sumByAttribute(t, h.tel, "otelcol_receiver_sse_capture_hedges.refused", "bucket"))
+}

@@ -34,6 +34,7 @@ import (
 type hostileGuard struct {
 	proxyURL           string
 	sink               *consumertest.TracesSink
+	tel                *componenttest.Telemetry
 	primary, alternate atomic.Int64
 }
 
@@ -67,7 +68,7 @@ func newHostileGuard(t *testing.T, primary, alternate http.HandlerFunc, g func(*
 	}
 	require.NoError(t, cfg.Validate())
 	rcv := startReceiver(t, cfg, h.sink, componenttest.NewNopHost(), tel)
-	h.proxyURL = "http://" + rcv.addrs["proxy"].String()
+	h.proxyURL, h.tel = "http://"+rcv.addrs["proxy"].String(), tel
 	return h
 }
 

@@ -4,6 +4,7 @@
 package ssecapture
 
 import (
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -66,17 +67,37 @@ func TestProxyFrameBudgetIsShared(t *testing.T) {
 		p.Upstream.Endpoint = upstream
 		p.FrameBufferBytes = 3 << 20
 	}))
-	var wg sync.WaitGroup
+	var wg, heads sync.WaitGroup
 	client := testClient(t)
 	for range streams {
+		heads.Add(1)
 		wg.Go(func() {
-			resp, got := post(t, client, f.proxyURL+shapes[0].path, shapes[0].body, nil)
+			req, err := http.NewRequestWithContext(testContext(t), http.MethodPost, f.proxyURL+shapes[0].path, strings.NewReader(shapes[0].body))
+			if !assert.NoError(t, err) {
+				heads.Done()
+				return
+			}
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := client.Do(req)
+			if !assert.NoError(t, err) {
+				heads.Done()
+				return
+			}
+			defer func() { _ = resp.Body.Close() }()
 			assert.Equal(t, http.StatusOK, resp.StatusCode)
-			assert.Equal(t, head+tail, string(got), "the client gets the stream as sent")
+			got := make([]byte, len(head))
+			_, err = io.ReadFull(resp.Body, got)
+			heads.Done() // the proxy has read this stream's half line: held or skipped
+			assert.NoError(t, err)
+			rest, err := io.ReadAll(resp.Body)
+			assert.NoError(t, err)
+			assert.Equal(t, head+tail, string(got)+string(rest), "the client gets the stream as sent")
 		})
 	}
-	// Two streams' half lines fill most of the budget; the others cannot
-	// hold theirs.
+	// Every stream has its half line before any gets the rest, or a late
+	// one would find the budget free again. Two streams' half lines fill
+	// most of the budget; the others cannot hold theirs.
+	heads.Wait()
 	require.Eventually(t, func() bool { return f.rcv.proxy.FrameBufferBytes() >= 2<<20-256<<10 }, 10*time.Second, 10*time.Millisecond)
 	assert.LessOrEqual(t, f.rcv.proxy.FrameBufferBytes(), int64(3<<20))
 	close(release)

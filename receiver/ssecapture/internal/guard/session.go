@@ -149,6 +149,9 @@ type Session struct {
 	ttftEnded bool
 	committed *committedBody
 	finished  bool
+	// truncated is set when the committed stream's body ended before the
+	// API's end of stream (Truncated).
+	truncated bool
 }
 
 // liveAttempt is the session's side of an attempt.
@@ -702,8 +705,19 @@ func (s *Session) Finish() []Report {
 	return reports
 }
 
+// Truncated records that the committed stream's body ended before the
+// API's end of stream (no terminal frame, no finish reason): the stream
+// the client got is cut, and Finish settles the budget on it as on a
+// broken stream, not a complete one. The proxy calls it before Finish.
+func (s *Session) Truncated() { s.truncated = true }
+
+// errTruncated is the committed stream's failure when its body ended
+// before the API's end of stream.
+var errTruncated = errors.New("guard: the stream ended before the API's end of stream")
+
 // settle tells the race how the committed stream ended, for the budget: a
-// stream that completed refunds it, one that stalled or broke costs it.
+// stream that completed refunds it, one that stalled, broke or ended cut
+// costs it.
 func (s *Session) settle(now int64) {
 	if s.committed == nil || s.race.Done() {
 		return
@@ -711,6 +725,10 @@ func (s *Session) settle(now int64) {
 	c := s.race.Committed()
 	switch s.committed.end {
 	case endComplete:
+		if s.truncated {
+			s.race.Fail(c, now, hedgecore.Retryable, errTruncated)
+			break
+		}
 		s.race.Complete(c, now)
 	case endStall:
 		s.race.Fail(c, now, hedgecore.Stalled, hedgecore.ErrStalled)

@@ -158,6 +158,9 @@ func (c *call) serverAddressPort() (string, int64) {
 // runs at the start of finish, once the response is over.
 func (c *call) settleGuard() {
 	g := c.guard
+	if c.truncated() {
+		g.s.Truncated()
+	}
 	losers := g.s.Finish()
 	rep := g.s.Representative()
 	if rep.Attempt > 0 {
