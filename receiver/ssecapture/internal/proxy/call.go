@@ -338,20 +338,6 @@ func (c *call) maxEvents() int {
 	return figures.DefaultMaxChunkEvents
 }
 
-// complete reports whether the upstream ended the response as its API
-// ends one: with its terminal frame, or, for a stream whose API has none
-// (Gemini's), an end of body after a finish reason.
-func (c *call) complete() bool {
-	return c.terminal || (c.streaming && c.eof && len(c.meta.FinishReasons) > 0)
-}
-
-// truncated reports whether the upstream ended the body whole before the
-// API's end of stream, with every frame read: the cut that outcome calls
-// stream_truncated when nothing else explains it.
-func (c *call) truncated() bool {
-	return c.eof && c.readErr == nil && c.captureErr == "" && !c.complete()
-}
-
 // outcome settles error.type: a complete response is fine, one the client
 // abandoned is cancelled, one the upstream cut is truncated.
 func (c *call) outcome() string {
@@ -364,8 +350,9 @@ func (c *call) outcome() string {
 		}
 		return strconv.Itoa(c.status)
 	}
+	complete := c.terminal || (c.streaming && c.eof && len(c.meta.FinishReasons) > 0)
 	switch {
-	case c.complete():
+	case complete:
 		return ""
 	case c.d.stopping.Err() != nil:
 		return errTypeShutdown

@@ -158,7 +158,9 @@ func (c *call) serverAddressPort() (string, int64) {
 // runs at the start of finish, once the response is over.
 func (c *call) settleGuard() {
 	g := c.guard
-	if c.truncated() {
+	if c.outcome() == errTypeTruncated {
+		// The span's verdict, before the guard's own ending joins it: a
+		// stream the guard ended is settled on that ending instead.
 		g.s.Truncated()
 	}
 	losers := g.s.Finish()
