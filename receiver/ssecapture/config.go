@@ -76,6 +76,13 @@ type ProxyConfig struct {
 	// to end on their own; streams still open then are ended, and their
 	// spans are exported with error.type=shutdown. Zero ends them at once.
 	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout"`
+	// QueueDrainTimeout bounds how long Shutdown, once the streams have
+	// ended, hands the queued spans to the next consumer; then the
+	// consumer's context is cancelled and the spans still queued are
+	// dropped and counted (reason shutdown), so that a pipeline that
+	// cannot take them (an exporter retrying a backend that is down) never
+	// holds the collector's shutdown. Zero drops them at once.
+	QueueDrainTimeout time.Duration `mapstructure:"queue_drain_timeout"`
 	// SendTimeout bounds how long one write of a response may wait for the
 	// client to accept a byte (nginx's send_timeout): past it the response
 	// and its upstream request are ended (error.type=send_timeout). A
@@ -181,6 +188,7 @@ var (
 	errAuthHeaderWithoutAuth   = errors.New("proxy: auth_header is set but auth is not")
 	errAuthHeaderInvalid       = errors.New("proxy: auth_header is not a valid header name")
 	errNegativeShutdownTimeout = errors.New("proxy: shutdown_timeout must not be negative")
+	errNegativeQueueDrain      = errors.New("proxy: queue_drain_timeout must not be negative")
 	errNegativeSendTimeout     = errors.New("proxy: send_timeout must not be negative")
 	errNegativeMaxConcurrent   = errors.New("proxy: max_concurrent_requests must not be negative")
 	errNegativeMaxPerClient    = errors.New("proxy: max_concurrent_requests_per_client must not be negative")
@@ -233,6 +241,9 @@ func (p *ProxyConfig) validate() error {
 	}
 	if p.ShutdownTimeout < 0 {
 		errs = append(errs, errNegativeShutdownTimeout)
+	}
+	if p.QueueDrainTimeout < 0 {
+		errs = append(errs, errNegativeQueueDrain)
 	}
 	if p.SendTimeout < 0 {
 		errs = append(errs, errNegativeSendTimeout)

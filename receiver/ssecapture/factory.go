@@ -76,6 +76,9 @@ const (
 	// to end, which leaves the rest of the pipeline time to export their
 	// spans (and the ones of the streams ended then).
 	defaultShutdownTimeout = 20 * time.Second
+	// defaultQueueDrainTimeout leaves, after the streams' 20 s, room under
+	// Kubernetes' 30 s grace period for the exporters' own flush.
+	defaultQueueDrainTimeout = 5 * time.Second
 	// The proxy package says why (128 MiB).
 	defaultMaxDecodedResponseBytes = proxy.DefaultMaxDecodedResponseBytes
 	// nginx's send_timeout (60 s).
@@ -123,6 +126,7 @@ func createDefaultConfig() component.Config {
 			MaxAttributeValueLength: defaultProxyMaxValueLength,
 			MaxDecodedResponseBytes: defaultMaxDecodedResponseBytes,
 			ShutdownTimeout:         defaultShutdownTimeout,
+			QueueDrainTimeout:       defaultQueueDrainTimeout,
 			SendTimeout:             defaultSendTimeout,
 			MaxConcurrentRequests:   defaultMaxConcurrentRequests,
 			Guard:                   configoptional.Default(defaultGuardConfig()),

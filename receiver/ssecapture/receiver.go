@@ -233,7 +233,9 @@ func (r *sseCaptureReceiver) serve(ctx context.Context, host component.Host, nam
 // (and no more than ctx allows) to end on their own; those still open then
 // are ended (their clients and upstream requests are closed) and their spans,
 // with error.type=shutdown and the chunks seen so far, are queued like any
-// other. The queue is then drained while ctx allows.
+// other. The queue then hands its spans on for queue_drain_timeout (and no
+// more than ctx allows); those the pipeline has not taken by then are
+// dropped and counted.
 func (r *sseCaptureReceiver) Shutdown(ctx context.Context) error {
 	if r.ingest != nil {
 		r.ingest.Stop() // requests still decoding stop
@@ -265,8 +267,14 @@ func (r *sseCaptureReceiver) Shutdown(ctx context.Context) error {
 	}
 	if r.queue != nil {
 		// Handlers are done: the queue sees no more pushes.
-		if err := r.queue.Shutdown(ctx); err != nil {
+		drain := r.cfg.Proxy.Get().QueueDrainTimeout
+		dropped, err := r.queue.Shutdown(ctx, drain)
+		if err != nil {
 			errs = append(errs, err)
+		}
+		if dropped > 0 {
+			r.settings.Logger.Warn("Dropped the proxy's spans the pipeline had not taken at shutdown",
+				zap.Int64("spans", dropped), zap.Duration("queue_drain_timeout", drain))
 		}
 		r.queue = nil
 	}

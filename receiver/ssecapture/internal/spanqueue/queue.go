@@ -11,6 +11,7 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -59,6 +60,8 @@ type Queue struct {
 
 	mu     sync.RWMutex
 	closed bool
+	// shutdownDrops counts the queued spans dropped at Shutdown.
+	shutdownDrops atomic.Int64
 }
 
 type item struct {
@@ -110,25 +113,31 @@ func (q *Queue) drain() {
 	for {
 		select {
 		case it := <-q.items:
-			q.consume(it)
+			q.deliver(it)
 		case <-q.closing:
-			// Deliver what is queued while Shutdown allows it; once its
-			// context is cancelled, count the rest as lost.
+			// Deliver what is queued while Shutdown allows it.
 			for {
 				select {
 				case it := <-q.items:
-					if q.ctx.Err() != nil {
-						q.drop(it.td, dropShutdown, errShutdown)
-						q.bytes.Add(-it.bytes)
-					} else {
-						q.consume(it)
-					}
+					q.deliver(it)
 				default:
 					return
 				}
 			}
 		}
 	}
+}
+
+// deliver hands it to the next consumer, or, once Shutdown has cancelled
+// the drainer's context, counts it as lost at shutdown.
+func (q *Queue) deliver(it item) {
+	if q.ctx.Err() != nil {
+		q.drop(it.td, dropShutdown, errShutdown)
+		q.bytes.Add(-it.bytes)
+		q.shutdownDrops.Add(int64(it.td.SpanCount()))
+		return
+	}
+	q.consume(it)
 }
 
 func (q *Queue) consume(it item) {
@@ -159,22 +168,49 @@ func (q *Queue) drop(td ptrace.Traces, reason string, err error) {
 		metric.WithAttributes(attribute.String("reason", reason)))
 }
 
-// Shutdown stops accepting spans, delivers the queued ones until ctx is done,
-// then cancels the drainer's context and waits for it.
-func (q *Queue) Shutdown(ctx context.Context) error {
+// consumerGrace is how long Shutdown waits, once it has cancelled the
+// drainer's context, for the next consumer to return the spans it holds.
+const consumerGrace = time.Second
+
+// errConsumerStuck: the next consumer held on to a delivery after its
+// context was cancelled.
+var errConsumerStuck = errors.New("span queue: the next consumer did not return after its context was cancelled")
+
+// Shutdown stops accepting spans and delivers the queued ones for at most
+// drain, and no longer than ctx allows. Then it cancels the drainer's
+// context, so that a consumer waiting on it (an exporter's retries, a full
+// queue that blocks) returns, and the spans still queued are dropped and
+// counted (reason shutdown): a pipeline that cannot take them never holds
+// the collector's shutdown for longer than drain. It returns how many spans
+// were dropped that way, and an error when ctx ran out before drain did, or
+// when the consumer did not return within consumerGrace of the
+// cancellation (the drainer is then left to end on its own, dropping the
+// rest).
+func (q *Queue) Shutdown(ctx context.Context, drain time.Duration) (int64, error) {
 	q.mu.Lock()
 	if !q.closed {
 		q.closed = true
 		close(q.closing)
 	}
 	q.mu.Unlock()
+	timer := time.NewTimer(drain)
+	defer timer.Stop()
+	var err error
 	select {
 	case <-q.done:
 		q.cancel()
-		return nil
+		return q.shutdownDrops.Load(), nil
+	case <-timer.C:
 	case <-ctx.Done():
-		q.cancel()
-		<-q.done
-		return ctx.Err()
+		err = ctx.Err()
 	}
+	q.cancel()
+	grace := time.NewTimer(consumerGrace)
+	defer grace.Stop()
+	select {
+	case <-q.done:
+	case <-grace.C:
+		err = errors.Join(err, errConsumerStuck)
+	}
+	return q.shutdownDrops.Load(), err
 }

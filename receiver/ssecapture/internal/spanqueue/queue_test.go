@@ -83,7 +83,9 @@ func TestCountedBeforeHandedOn(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			require.NoError(t, q.Shutdown(ctx))
+			atShutdown, errShut := q.Shutdown(ctx, time.Minute)
+			require.NoError(t, errShut)
+			assert.Zero(t, atShutdown)
 
 			assert.Equal(t, sent, sink.Taken(), "the consumer got every span")
 			accepted := sumOf(t, tel, "otelcol_receiver_accepted_spans")
@@ -178,9 +180,125 @@ func TestQueueBoundedInBytes(t *testing.T) {
 	close(sink.release)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	require.NoError(t, q.Shutdown(ctx))
+	dropped, err := q.Shutdown(ctx, time.Minute)
+	require.NoError(t, err)
+	assert.Zero(t, dropped)
 	assert.Equal(t, 10, sink.spans)
 	assert.Zero(t, q.Bytes(), "delivered spans give their bytes back")
 	assert.Equal(t, int64(10), sumOf(t, tel, "otelcol_receiver_accepted_spans"))
 	assert.Equal(t, int64(40), sumOf(t, tel, "otelcol_receiver_refused_spans"))
+}
+
+// waitingSink holds every ConsumeTraces call until its context is done, as
+// an exporter does that retries a backend that is down, and counts the
+// calls it got.
+type waitingSink struct {
+	calls   chan struct{}
+	honours bool          // returns when the context is cancelled
+	release chan struct{} // else: returns when this is closed
+}
+
+func (s *waitingSink) Capabilities() consumer.Capabilities { return consumer.Capabilities{} }
+
+func (s *waitingSink) ConsumeTraces(ctx context.Context, _ ptrace.Traces) error {
+	s.calls <- struct{}{}
+	if s.honours {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	<-s.release
+	return nil
+}
+
+// newTestQueue is a queue in front of next with its telemetry.
+func newTestQueue(t *testing.T, next consumer.Traces) (*Queue, *componenttest.Telemetry) {
+	t.Helper()
+	tel := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+	set := receivertest.NewNopSettings(metadata.Type)
+	set.TelemetrySettings = tel.NewTelemetrySettings()
+	obs, err := receiverhelper.NewObsReport(receiverhelper.ObsReportSettings{
+		ReceiverID: component.NewID(metadata.Type), Transport: "http", ReceiverCreateSettings: set,
+	})
+	require.NoError(t, err)
+	tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
+	require.NoError(t, err)
+	return New(100, 1<<30, "sse", next, obs, tb), tel
+}
+
+// TestShutdownIsBoundedByTheDrain: with a pipeline that cannot take the
+// spans (its consumer waits as long as its context lets it), Shutdown with
+// no deadline of its own returns once the drain time is over: the consumer's
+// context is cancelled, the span it held is counted as the consumer's
+// error, the queued ones as dropped at shutdown, and none is left uncounted.
+// Before the drain was bounded, this Shutdown never returned.
+func TestShutdownIsBoundedByTheDrain(t *testing.T) {
+	sink := &waitingSink{calls: make(chan struct{}, 10), honours: true}
+	q, tel := newTestQueue(t, sink)
+	for range 5 {
+		q.Push(tracesOf(2))
+	}
+	<-sink.calls // the first delivery is held
+	done := make(chan struct{})
+	var dropped int64
+	var err error
+	go func() {
+		dropped, err = q.Shutdown(context.Background(), 50*time.Millisecond)
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Shutdown did not return after its drain time")
+	}
+	require.NoError(t, err, "the drain running out is the configured bound, not an error")
+	assert.Equal(t, int64(8), dropped, "the four spans sets still queued")
+	assert.Equal(t, int64(8), droppedBy(t, tel, dropShutdown))
+	assert.Equal(t, int64(2), droppedBy(t, tel, dropConsumerError), "the one the consumer gave back")
+	assert.Zero(t, q.Bytes())
+	assert.Len(t, sink.calls, 0, "nothing is delivered after the cancellation")
+}
+
+// TestShutdownDoesNotWaitForAConsumerThatIgnoresItsContext: a consumer that
+// keeps its delivery after the cancellation costs Shutdown consumerGrace more,
+// and an error that says so, not the collector's shutdown.
+func TestShutdownDoesNotWaitForAConsumerThatIgnoresItsContext(t *testing.T) {
+	sink := &waitingSink{calls: make(chan struct{}, 10), release: make(chan struct{})}
+	defer close(sink.release)
+	q, _ := newTestQueue(t, sink)
+	q.Push(tracesOf(1))
+	q.Push(tracesOf(1))
+	<-sink.calls
+	start := time.Now()
+	_, err := q.Shutdown(context.Background(), 10*time.Millisecond)
+	require.ErrorIs(t, err, errConsumerStuck)
+	assert.Less(t, time.Since(start), 20*time.Second)
+}
+
+// TestShutdownReportsTheCallersDeadline: a ctx that runs out before the drain
+// does is the caller's error, and the drain stops there.
+func TestShutdownReportsTheCallersDeadline(t *testing.T) {
+	sink := &waitingSink{calls: make(chan struct{}, 10), honours: true}
+	q, tel := newTestQueue(t, sink)
+	q.Push(tracesOf(1))
+	q.Push(tracesOf(3))
+	<-sink.calls
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	dropped, err := q.Shutdown(ctx, time.Hour)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Equal(t, int64(3), dropped)
+	assert.Equal(t, int64(3), droppedBy(t, tel, dropShutdown))
+}
+
+// TestShutdownWithNoDrainDropsTheQueueAtOnce: queue_drain_timeout 0.
+func TestShutdownWithNoDrainDropsTheQueueAtOnce(t *testing.T) {
+	sink := &waitingSink{calls: make(chan struct{}, 10), honours: true}
+	q, _ := newTestQueue(t, sink)
+	q.Push(tracesOf(1))
+	q.Push(tracesOf(1))
+	<-sink.calls
+	dropped, err := q.Shutdown(context.Background(), 0)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), dropped)
 }
