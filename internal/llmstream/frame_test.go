@@ -4,6 +4,7 @@
 package llmstream
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -297,6 +298,79 @@ func TestParseRequest(t *testing.T) {
 	assert.Equal(t, Request{}, r)
 	_, err = chat.ParseRequest([]byte(`not json`))
 	require.ErrorIs(t, err, ErrMalformed)
+}
+
+// TestParseRequestReadsExactNames: the model and stream flag are read as the
+// upstreams read them, by their exact names, the last one winning; a member
+// that differs only in case is another member to them, and to the proxy.
+func TestParseRequestReadsExactNames(t *testing.T) {
+	chat := ParseEndpoint("/v1/chat/completions")
+	for _, tt := range []struct {
+		body string
+		want Request
+	}{
+		{`{"model":"gpt-4o","stream":true,"Model":"cheap-mini"}`, Request{Model: "gpt-4o", Stream: true}},
+		{`{"MODEL":"cheap-mini","model":"gpt-4o"}`, Request{Model: "gpt-4o"}},
+		{`{"stream":false,"messages":[],"Stream":true}`, Request{}},
+		{`{"model":"a","model":"b","stream":true,"stream":false}`, Request{Model: "b"}},
+		{`{"mod\u0065l":"gpt-4o","stre\u0061m":true}`, Request{Model: "gpt-4o", Stream: true}},
+		{`{"model":"gpt-4o","model":42,"stream":true,"stream":null}`, Request{Model: "gpt-4o"}},
+		{`{"x":{"model":"nested","stream":true},"model":"top"}`, Request{Model: "top"}},
+		{`[{"model":"gpt-4o","stream":true}]`, Request{}},
+	} {
+		got, err := chat.ParseRequest([]byte(tt.body))
+		require.NoError(t, err, tt.body)
+		assert.Equal(t, tt.want, got, tt.body)
+	}
+	for _, body := range []string{`{"model":"gpt-4o"} {"model":"x"}`, `{"model":"gpt-4o"`, `{"model":"gpt-4o",}`, `{"model" "x"}`, ``} {
+		_, err := chat.ParseRequest([]byte(body))
+		require.ErrorIs(t, err, ErrMalformed, body)
+	}
+}
+
+// FuzzReadRequestMembers: the exact reader takes what encoding/json takes,
+// and reads what it reads wherever no member's name folds onto another's.
+func FuzzReadRequestMembers(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"gpt-4o","stream":true}`, `{"Model":"x","model":"y"}`, `{"stream":"true"}`, `{"stream":null}`,
+		`[1,2]`, `"x"`, `{"a":[{"b":{}}],"model":"\u00e9"}`, `{"model":"gpt-4o"} x`, `{"model":1e999}`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		got, err := readRequestMembers([]byte(body))
+		if valid := json.Valid([]byte(body)); valid != (err == nil) {
+			t.Fatalf("%q: valid %v, error %v", body, valid, err)
+		}
+		if err != nil {
+			return
+		}
+		var members map[string]json.RawMessage
+		if json.Unmarshal([]byte(body), &members) != nil {
+			return // not an object
+		}
+		seen := map[string]bool{}
+		dec := json.NewDecoder(strings.NewReader(body))
+		_, _ = dec.Token()
+		for dec.More() {
+			tok, _ := dec.Token()
+			key := strings.ToLower(tok.(string))
+			if (key == "model" || key == "stream") && (seen[key] || key != tok) {
+				return // a repeated or case-folded name: encoding/json folds it
+			}
+			seen[key] = true
+			var skip json.RawMessage
+			_ = dec.Decode(&skip)
+		}
+		var want requestMembers
+		_ = decode([]byte(body), &struct {
+			Model  *string `json:"model"`
+			Stream **bool  `json:"stream"`
+		}{&want.Model, &want.Stream})
+		if got.Model != want.Model || (got.Stream == nil) != (want.Stream == nil) || got.Stream != nil && *got.Stream != *want.Stream {
+			t.Fatalf("%q: got %+v, encoding/json %+v", body, got, want)
+		}
+	})
 }
 
 func TestParseResponse(t *testing.T) {

@@ -4,8 +4,12 @@
 package llmstream
 
 import (
+	"bytes"
 	"cmp"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 )
 
 // Request is what telemetry may know of a request body: the model and
@@ -21,16 +25,13 @@ type Request struct {
 // whether a stream was asked for (Gemini's path says; Ollama streams unless
 // the body says "stream": false; the others stream only when it says true).
 func (e Endpoint) ParseRequest(body []byte) (Request, error) {
-	var r struct {
-		Model  string `json:"model"`
-		Stream *bool  `json:"stream"`
-	}
 	out := Request{Model: e.Model, Stream: e.Stream}
 	if e.Shape == ShapeGemini || e.Shape.bedrock() {
 		// The body holds the prompt and nothing telemetry records.
 		return out, nil
 	}
-	if err := decode(body, &r); err != nil {
+	r, err := readRequestMembers(body)
+	if err != nil {
 		out.Model = cmp.Or(out.Model, e.Deployment)
 		return out, fmt.Errorf("%w: request: %w", ErrMalformed, err)
 	}
@@ -103,3 +104,65 @@ func ParseResponse(shape Shape, body []byte) (Meta, error) {
 	}
 	return m, nil
 }
+
+// requestMembers are the members of a request body the proxy reads.
+type requestMembers struct {
+	Model  string
+	Stream *bool
+}
+
+// readRequestMembers reads the top-level "model" and "stream" of a request
+// body the way the upstreams do (Python's json and pydantic, JavaScript's
+// JSON.parse, serde): by their exact names, the last of a repeated name
+// winning. encoding/json would match "Model" or "STREAM" too, so that a
+// client could have the proxy read one model or stream flag (its span, the
+// guard's rule for the model, whether the call is guarded at all) and the
+// upstream serve another. Each value is decoded as encoding/json decodes
+// a field (a value of another type leaves the field as it was, a null
+// stream unsets it); other members are skipped unread, and a body that is
+// not JSON is an error.
+func readRequestMembers(body []byte) (requestMembers, error) {
+	var r requestMembers
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber() // a number is only looked at, never converted
+	tok, err := dec.Token()
+	if err != nil {
+		return r, err
+	}
+	if tok != json.Delim('{') {
+		// Valid JSON that is no object names nothing.
+		return r, decode(body, new(struct{}))
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return r, err
+		}
+		var dst any = &skipValue{}
+		switch tok {
+		case "model":
+			dst = &r.Model
+		case "stream":
+			dst = &r.Stream
+		}
+		if err := dec.Decode(dst); err != nil {
+			if _, ok := errors.AsType[*json.UnmarshalTypeError](err); !ok {
+				return r, err
+			}
+		}
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return r, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return r, errors.Join(errTrailingData, err)
+	}
+	return r, nil
+}
+
+var errTrailingData = errors.New("data after the top-level value")
+
+// skipValue takes any JSON value and keeps nothing of it.
+type skipValue struct{}
+
+func (*skipValue) UnmarshalJSON([]byte) error { return nil }

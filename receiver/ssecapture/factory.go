@@ -104,6 +104,7 @@ func createDefaultConfig() component.Config {
 	proxy.NetAddr.Endpoint = defaultProxyEndpoint
 	proxy.ReadTimeout = defaultReadTimeout
 	proxy.ReadHeaderTimeout = defaultReadHeaderTimeout
+	proxy.CompressionAlgorithms = defaultProxyEncodings()
 	upstream := defaultUpstreamClientConfig()
 	ingest := confighttp.NewDefaultServerConfig()
 	ingest.NetAddr.Endpoint = defaultIngestEndpoint
@@ -174,3 +175,12 @@ func createTraces(_ context.Context, set receiver.Settings, cfg component.Config
 // an uncoded body), not every one confighttp knows (zlib, lz4 and
 // x-snappy-framed are off).
 func defaultIngestEncodings() []string { return []string{"", "gzip", "zstd", "snappy", "deflate"} }
+
+// defaultProxyEncodings are the request encodings the proxy decodes unless
+// compression_algorithms says otherwise: the streaming ones only. A body in
+// confighttp's snappy (block format) is read and decoded whole, up to
+// max_request_body, by the listener before any handler runs, so a request
+// the proxy would shed (max_concurrent_requests) or refuse would first cost
+// its whole decoded size; a streaming decoder reads nothing until the
+// handler does.
+func defaultProxyEncodings() []string { return []string{"", "gzip", "zstd", "deflate"} }

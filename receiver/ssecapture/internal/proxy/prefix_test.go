@@ -4,7 +4,9 @@
 package proxy
 
 import (
+	"encoding/hex"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -17,6 +19,7 @@ func FuzzStaysUnderPrefix(f *testing.F) {
 	for _, s := range []string{
 		"/v1/chat/completions", "/../admin", "/v1/%2e%2e/%2e%2e/admin", "/v1/..%2f..%2fadmin",
 		"/v1/%252e%252e/x", "/v1/..\\..\\x", "/v1/files/a%20b", "/v1/./a/../b", "//x/../..", "/v1/%zz",
+		"/v1/x%25zz/%252e%252e/%252e%252e/admin", "/v1/%252e%252e/%252e%252e/admin%25",
 	} {
 		f.Add(s)
 	}
@@ -41,11 +44,40 @@ func FuzzStaysUnderPrefix(f *testing.F) {
 					t.Fatalf("accepted %q, which resolves to %q", raw, got)
 				}
 			}
-			next, err := url.PathUnescape(v)
-			if err != nil || next == v {
+			// Decoded as a lenient upstream does (Python's unquote): each
+			// valid escape, whatever invalid ones are beside it.
+			next := validEscape.ReplaceAllStringFunc(v, func(e string) string {
+				b, _ := hex.DecodeString(e[1:])
+				return string(b)
+			})
+			if next == v {
 				return
 			}
 			v = next
 		}
 	})
+}
+
+var validEscape = regexp.MustCompile(`%[0-9A-Fa-f]{2}`)
+
+// TestAnEscapeThatDoesNotDecodeEndsNoCheck: "%25zz" decodes to "%zz", which
+// a strict decoder refuses; the "%252e%252e" beside it still decodes, to
+// "..", in an upstream that decodes leniently, and must be read.
+func TestAnEscapeThatDoesNotDecodeEndsNoCheck(t *testing.T) {
+	for _, raw := range []string{
+		"/v1/x%25zz/%252e%252e/%252e%252e/%252e%252e/admin/v1/chat/completions",
+		"/v1/%252e%252e/%252e%252e/admin%25",
+	} {
+		u, err := url.ParseRequestURI(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if staysUnderPrefix("/openai", u) {
+			t.Errorf("%s was taken as under the prefix", raw)
+		}
+	}
+	u, _ := url.ParseRequestURI("/v1/files/100%25done")
+	if !staysUnderPrefix("/openai", u) {
+		t.Error("a decoded percent sign that escapes nothing is a path like any other")
+	}
 }

@@ -378,14 +378,48 @@ func staysUnderPrefix(prefix string, u *url.URL) bool {
 		if joined != prefix && !strings.HasPrefix(joined, prefix+"/") {
 			return false
 		}
-		next, err := url.PathUnescape(v)
-		if err != nil || next == v {
+		next := unescapeLeniently(v)
+		if next == v {
 			return true
 		}
 		v = next
 	}
 	// Still encoded after that many rounds: no legitimate path is.
 	return false
+}
+
+// unescapeLeniently decodes every valid %XX of p and keeps the rest as it
+// is, as Python's unquote and PHP's rawurldecode do: an escape that does not
+// decode ("%zz", a "%" at the end) must not end the check before the valid
+// ones beside it are read, since a lenient upstream decodes those.
+func unescapeLeniently(p string) string {
+	if !strings.Contains(p, "%") {
+		return p
+	}
+	b := make([]byte, 0, len(p))
+	for i := 0; i < len(p); i++ {
+		if p[i] == '%' && i+2 < len(p) && isHex(p[i+1]) && isHex(p[i+2]) {
+			b = append(b, unhex(p[i+1])<<4|unhex(p[i+2]))
+			i += 2
+			continue
+		}
+		b = append(b, p[i])
+	}
+	return string(b)
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func unhex(c byte) byte {
+	switch {
+	case c >= 'a':
+		return c - 'a' + 10
+	case c >= 'A':
+		return c - 'A' + 10
+	}
+	return c - '0'
 }
 
 // endpointPath is the path an upstream may serve a request for, the one
