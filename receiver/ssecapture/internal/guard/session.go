@@ -149,9 +149,9 @@ type Session struct {
 	ttftEnded bool
 	committed *committedBody
 	finished  bool
-	// truncated is set when the committed stream's body ended before the
-	// API's end of stream (Truncated).
-	truncated bool
+	// streamFailed is set when the committed stream's body ended cut or
+	// with the API's error frame (StreamFailed).
+	streamFailed bool
 }
 
 // liveAttempt is the session's side of an attempt.
@@ -705,15 +705,17 @@ func (s *Session) Finish() []Report {
 	return reports
 }
 
-// Truncated records that the committed stream's body ended before the
-// API's end of stream (no terminal frame, no finish reason): the stream
-// the client got is cut, and Finish settles the budget on it as on a
-// broken stream, not a complete one. The proxy calls it before Finish.
-func (s *Session) Truncated() { s.truncated = true }
+// StreamFailed records that the committed stream, whose body ended, failed
+// as its span reads it: cut before the API's end of stream (no terminal
+// frame, no finish reason), or ended by the API's own error frame (a
+// server_error, Anthropic's overloaded_error mid-stream). Finish then
+// settles the budget on it as on a broken stream, not a complete one. The
+// proxy calls it before Finish.
+func (s *Session) StreamFailed() { s.streamFailed = true }
 
-// errTruncated is the committed stream's failure when its body ended
-// before the API's end of stream.
-var errTruncated = errors.New("guard: the stream ended before the API's end of stream")
+// errStreamFailed is the committed stream's failure when its body ended
+// cut or with an error frame.
+var errStreamFailed = errors.New("guard: the stream ended cut or with an error")
 
 // settle tells the race how the committed stream ended, for the budget: a
 // stream that completed refunds it, one that stalled, broke or ended cut
@@ -725,8 +727,8 @@ func (s *Session) settle(now int64) {
 	c := s.race.Committed()
 	switch s.committed.end {
 	case endComplete:
-		if s.truncated {
-			s.race.Fail(c, now, hedgecore.Retryable, errTruncated)
+		if s.streamFailed {
+			s.race.Fail(c, now, hedgecore.Retryable, errStreamFailed)
 			break
 		}
 		s.race.Complete(c, now)

@@ -158,10 +158,12 @@ func (c *call) serverAddressPort() (string, int64) {
 // runs at the start of finish, once the response is over.
 func (c *call) settleGuard() {
 	g := c.guard
-	if c.outcome() == errTypeTruncated {
-		// The span's verdict, before the guard's own ending joins it: a
-		// stream the guard ended is settled on that ending instead.
-		g.s.Truncated()
+	if c.outcome() == errTypeTruncated || c.status < 400 && c.errType != "" {
+		// The span's verdict, before the guard's own ending joins it (a
+		// stream the guard ended is settled on that ending instead): cut,
+		// or ended by the API's error frame (errType holds nothing else
+		// yet).
+		g.s.StreamFailed()
 	}
 	losers := g.s.Finish()
 	rep := g.s.Representative()
