@@ -255,3 +255,47 @@ func TestReviewCommitsWithoutContentTeachNoTTFT(t *testing.T) {
 		})
 	}
 }
+
+// TestGuardPassesOnAnErrorAnswerWhenNothingElseAnswers: an error object
+// under 200 fails over as a 5xx does, a redirect ends the call as a 4xx
+// does, and the client gets the last answer as the upstream sent it once
+// the guard has nothing else to try; a whole completion (an upstream that
+// does not stream) is still the call's answer at once.
+func TestGuardPassesOnAnErrorAnswerWhenNothingElseAnswers(t *testing.T) {
+	const errorObject = `{"error":{"message":"upstream connect error","type":"server_error","param":null,"code":null}}`
+	const whole = `{"id":"c1","object":"chat.completion","model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}`
+	redirect := func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "https://login.gateway.example/", http.StatusFound)
+	}
+	for _, tc := range []struct {
+		name             string
+		primary, alt     http.HandlerFunc
+		status           int
+		body             string
+		primaryRequests  int64
+		alternateRequest int64
+	}{
+		// A failure as a 5xx is: the next attempt starts at once.
+		{"error object, both sources", answer("application/json", errorObject), answer("application/json", errorObject), http.StatusOK, errorObject, 1, 1},
+		// A refusal as a 4xx is: no attempt starts on it.
+		{"redirect", redirect, redirect, http.StatusFound, "", 1, 0},
+		{"whole completion", answer("application/json", whole), answer("application/json", errorObject), http.StatusOK, whole, 1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHostileGuard(t, tc.primary, tc.alt, func(g *GuardConfig) {
+				g.Hedge.Delay = AutoDuration(time.Hour)
+			})
+			client := testClient(t)
+			client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+			resp, body := post(t, client, h.proxyURL+"/v1/chat/completions", shapes[0].body, nil)
+			assert.Equal(t, tc.status, resp.StatusCode)
+			if tc.body != "" {
+				assert.Equal(t, tc.body, string(body), "the answer as the upstream sent it")
+			} else {
+				assert.Equal(t, "https://login.gateway.example/", resp.Header.Get("Location"))
+			}
+			assert.Equal(t, tc.primaryRequests, h.primary.Load(), "requests to the primary")
+			assert.Equal(t, tc.alternateRequest, h.alternate.Load(), "requests to the alternate")
+		})
+	}
+}

@@ -56,6 +56,7 @@ var (
 	errLoser = errors.New("guard: attempt dropped by the race")
 	// errStreamError is an attempt's in-stream error frame before content.
 	errStreamError = errors.New("guard: the upstream reported an error before any content")
+	errAnswerError = errors.New("guard: the upstream answered with an error object under a success status")
 	errStalled     = errors.New("guard: stream stalled")
 	errSettled     = errors.New("guard: call settled")
 )
@@ -412,6 +413,19 @@ func (s *Session) read(ctx context.Context, i int, rd *reader, req *http.Request
 		if e.class == hedgecore.Retryable {
 			e.wait, _ = hedgecore.RetryAfter(resp.Header, s.clock.Now())
 		}
+	} else if resp.StatusCode >= 300 {
+		// A redirect is no answer to an API call (a gateway sending the
+		// client to its login page, or elsewhere): like a 4xx, that
+		// source's refusal, which reaches the client only when no other
+		// attempt can still answer, never one that wins the race.
+		rd.err = &StatusError{Status: resp.StatusCode}
+		e.kind, e.class, e.err = evFailed, hedgecore.Fatal, rd.err
+	} else if s.answeredWithAnError(rd, resp) {
+		// A whole body that is the API's error object under a success
+		// status (a gateway's 200 {"error":...}) fails as an error frame
+		// before content does, as the span reads it.
+		rd.err = errAnswerError
+		e.kind, e.class, e.err = evFailed, hedgecore.Retryable, rd.err
 	}
 	e.at = s.now()
 	if e.kind != evFailed && !s.awaitCredential(ctx, rd) {
@@ -426,6 +440,25 @@ func (s *Session) read(ctx context.Context, i int, rd *reader, req *http.Request
 		rd.drop(s.Budget)
 		_ = resp.Body.Close()
 	}
+}
+
+// answeredWithAnError reports whether a streaming call's answer that is no
+// stream, under a success status, is its API's error object. Its body is
+// read into memory as an error answer's is (readErrorBody: at most
+// maxErrorBody bytes and errorBodyWait), and still reads as it came: a
+// whole completion (an upstream that does not stream) is the call's
+// answer, and one longer than the bound is taken for one.
+func (s *Session) answeredWithAnError(rd *reader, resp *http.Response) bool {
+	body := decodedErrorBody(resp, readErrorBody(resp))
+	m, err := llmstream.ParseResponse(s.shape, body)
+	if err != nil || m.ErrorType == "" && m.ErrorMessage == "" {
+		return false
+	}
+	if m.ErrorType == "" {
+		m.ErrorType = llmstream.ErrorTypeUnknown
+	}
+	rd.meta.Merge(&m) // the attempt's span names the error, as for an error frame
+	return true
 }
 
 // scan reads a stream until its first content chunk, its end or its

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -306,6 +307,8 @@ func loserErrType(r *guard.Report, l *call) string {
 		return guard.ErrTypeTTFTTimeout
 	case r.Status >= 400:
 		return ""
+	case r.Status >= 300:
+		return strconv.Itoa(r.Status) // a redirect, no answer to the call
 	case l.meta.ErrorType != "":
 		return l.meta.ErrorType // an error frame before any content
 	case errors.Is(r.Err, io.ErrUnexpectedEOF):
