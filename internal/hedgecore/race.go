@@ -245,7 +245,18 @@ func (r *Race) waits(s int, now int64) bool {
 // false) of attempt i and reports whether it goes to the caller now
 // (streaming delivery, committed attempt).
 func (r *Race) Content(i int, now int64, text bool) bool {
-	return r.content(i, now, text, true)
+	return r.content(i, now, text, true, true)
+}
+
+// CommitUnseen commits attempt i, as its first content chunk would, when
+// the caller must pass its stream on without having seen that chunk (its
+// frames cannot be read, or what it sent before content was more than the
+// caller may hold). Its time to first content is then only known to be
+// past now: a censored sample, as for a loser cancelled before content,
+// never an observation that would teach the policy the time to its
+// headers as a TTFT.
+func (r *Race) CommitUnseen(i int, now int64) bool {
+	return r.content(i, now, false, true, false)
 }
 
 // Reasoning records one reasoning chunk of attempt i, as Content does: it
@@ -253,10 +264,12 @@ func (r *Race) Content(i int, now int64, text bool) bool {
 // continued as text, and until an answer chunk comes the watchdog allows
 // the policy's reasoning timeout.
 func (r *Race) Reasoning(i int, now int64) bool {
-	return r.content(i, now, false, false)
+	return r.content(i, now, false, false, true)
 }
 
-func (r *Race) content(i int, now int64, text, answer bool) bool {
+// content records a content chunk of attempt i; seen says whether it was
+// one (see CommitUnseen).
+func (r *Race) content(i int, now int64, text, answer, seen bool) bool {
 	r.now = now
 	a := &r.attempts[i]
 	if r.done || a.State != Running {
@@ -264,8 +277,12 @@ func (r *Race) content(i int, now int64, text, answer bool) bool {
 	}
 	if a.Chunks == 0 {
 		a.First = now
-		if !a.Continuation {
+		switch {
+		case a.Continuation:
+		case seen:
 			r.p.Observe(a.Source, now, now-a.Start)
+		default:
+			r.p.observeCensored(a.Source, now, now-a.Start)
 		}
 	}
 	a.Chunks++

@@ -410,3 +410,34 @@ func TestRaceRetryAfterDrawsNoToken(t *testing.T) {
 	assert.InDelta(t, before-1, p.budget.level(), 1e-9, "the failure itself costs its token, the wait none")
 	assert.Zero(t, r.Refused())
 }
+
+// TestRaceCommitUnseenTeachesNoTTFT: attempts committed before any content
+// was seen (unreadable frames, more before content than may be held) give
+// the adaptive delay censored samples only: however many of them, the delay
+// stays the fallback, where as many seen first chunks teach it theirs.
+func TestRaceCommitUnseenTeachesNoTTFT(t *testing.T) {
+	for _, seen := range []bool{false, true} {
+		p := NewPolicy(Config{Sources: 1, Delay: 2 * time.Second, MaxAttempts: 3, Adaptive: true, Quantile: 0.95, MinSamples: 3})
+		for k := range 5 {
+			r := newRace(p, false)
+			start := int64(k) * 10 * ms
+			r.Start(start)
+			acts(r)
+			if seen {
+				assert.True(t, r.Content(0, start+2*ms, true))
+			} else {
+				assert.True(t, r.CommitUnseen(0, start+2*ms))
+			}
+			assert.Equal(t, 0, r.Committed())
+			r.Complete(0, start+5*ms)
+		}
+		delay, source := p.DelayFrom(0)
+		if seen {
+			assert.Equal(t, DelayLocal, source, "seen first chunks teach the delay")
+			assert.Less(t, delay, int64(time.Second))
+		} else {
+			assert.Equal(t, DelayFallback, source, "commits without content teach nothing")
+			assert.Equal(t, int64(2*time.Second), delay)
+		}
+	}
+}

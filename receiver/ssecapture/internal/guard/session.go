@@ -316,9 +316,13 @@ func (s *Session) handle(e event) {
 	}
 	switch e.kind {
 	case evContent:
-		if rd.firstKind == semconv.ChunkKindReasoning {
+		switch {
+		case rd.blind || rd.overflow:
+			// Committed before any content chunk was seen: no TTFT to learn.
+			s.race.CommitUnseen(i, e.at)
+		case rd.firstKind == semconv.ChunkKindReasoning:
 			s.race.Reasoning(i, e.at)
-		} else {
+		default:
 			s.race.Content(i, e.at, rd.firstKind == semconv.ChunkKindText)
 		}
 	case evDone:
