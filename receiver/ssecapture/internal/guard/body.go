@@ -113,11 +113,18 @@ const (
 // signals: it stores the silence, sets stalled and cancels the upstream
 // read, and the copy loop writes the frame.
 type committedBody struct {
-	s      *Session
-	rd     *reader // the attempt's, whose budget the held bytes draw on
-	held   []byte
-	rc     io.ReadCloser
-	cancel context.CancelCauseFunc
+	s    *Session
+	rd   *reader // the attempt's, whose budget the held bytes draw on
+	held []byte
+	// marks are held's reads (reader.marks), offsets in what held was at
+	// commit; replayed counts the bytes of held read since, and heldAt is
+	// the arrival of the bytes the last Read returned, 0 once they are
+	// the upstream's of now.
+	marks    []HeldMark
+	replayed int
+	heldAt   int64
+	rc       io.ReadCloser
+	cancel   context.CancelCauseFunc
 
 	// framed is set for an event stream committed on its first content
 	// chunk: the guard may end it with an error frame. watch, commitAt and
@@ -161,10 +168,27 @@ type committedBody struct {
 	err      error
 }
 
+// ArrivedAt returns when the bytes the last Read returned arrived from
+// upstream, when they were held before commit: the proxy stamps their
+// frames with it, as it stamps the stream's later reads with their own
+// arrival.
+func (b *committedBody) ArrivedAt() (int64, bool) { return b.heldAt, b.heldAt != 0 }
+
 func (b *committedBody) Read(p []byte) (int, error) {
+	b.heldAt = 0
 	if len(b.held) > 0 {
+		// One read of the upstream's at a time, so that each is stamped
+		// with its own arrival.
+		for len(b.marks) > 0 && b.marks[0].End <= b.replayed {
+			b.marks = b.marks[1:]
+		}
+		if len(b.marks) > 0 {
+			b.heldAt = b.marks[0].At
+			p = p[:min(len(p), b.marks[0].End-b.replayed)]
+		}
 		n := copy(p, b.held)
 		b.held = b.held[n:]
+		b.replayed += n
 		b.track(p[:n])
 		if len(b.held) == 0 {
 			b.held = nil

@@ -167,9 +167,15 @@ type liveAttempt struct {
 // reader is an attempt's reader goroutine's side. The goroutine owns it
 // until it has sent its one event, or until the session has waited for it.
 type reader struct {
-	resp   *http.Response
-	held   []byte
-	taken  int // of the budget, for held
+	resp  *http.Response
+	held  []byte
+	taken int // of the budget, for held
+	// marks say where each read of held ends and when it arrived, so that
+	// the frames in held are stamped with their arrival, not with their
+	// replay after commit (at most maxHeldMarks: past it the last mark
+	// grows, and the bytes of the reads it took in are stamped with the
+	// last of them, the latest arrival of any).
+	marks  []HeldMark
 	meta   llmstream.Meta
 	frames []Frame
 	// framesDropped counts the frames past Session.MaxFrames.
@@ -195,10 +201,21 @@ type reader struct {
 	framing sse.Framing
 }
 
-// hold keeps p, drawing on budget for what passes heldFree; false once
-// the attempt holds more than maxHeldBytes, or the budget refused it more.
-// p is kept either way: nothing read is lost.
-func (rd *reader) hold(p []byte, budget *sse.SharedBudget) bool {
+// HeldMark is where a read of the bytes held before commit ends (an
+// offset in them) and when it arrived (unix nanoseconds).
+type HeldMark struct {
+	End int
+	At  int64
+}
+
+// maxHeldMarks bounds the marks of an attempt: an upstream that trickles
+// its pre-content bytes a few at a time costs at most this many.
+const maxHeldMarks = 1024
+
+// hold keeps p, which arrived at at, drawing on budget for what passes
+// heldFree; false once the attempt holds more than maxHeldBytes, or the
+// budget refused it more. p is kept either way: nothing read is lost.
+func (rd *reader) hold(p []byte, at int64, budget *sse.SharedBudget) bool {
 	ok := true
 	if need := len(rd.held) + len(p); need > cap(rd.held) {
 		size := max(need, min(2*cap(rd.held), maxHeldBytes))
@@ -214,6 +231,11 @@ func (rd *reader) hold(p []byte, budget *sse.SharedBudget) bool {
 		rd.held = held
 	}
 	rd.held = append(rd.held, p...)
+	if n := len(rd.marks); n == maxHeldMarks {
+		rd.marks[n-1] = HeldMark{End: len(rd.held), At: at}
+	} else {
+		rd.marks = append(rd.marks, HeldMark{End: len(rd.held), At: at})
+	}
 	return ok && len(rd.held) <= maxHeldBytes
 }
 
@@ -526,8 +548,9 @@ func (s *Session) scan(rd *reader, resp *http.Response, framing sse.Framing) (ev
 	for {
 		n, err := resp.Body.Read(buf)
 		if n > 0 {
-			kept := rd.hold(buf[:n], s.Budget)
-			cls.Write(buf[:n], s.now())
+			at := s.now()
+			kept := rd.hold(buf[:n], at, s.Budget)
+			cls.Write(buf[:n], at)
 			if state != undecided {
 				return decision()
 			}
@@ -569,8 +592,8 @@ func (s *Session) result(ctx context.Context) (*http.Response, error) {
 		s.rep = c
 		rd := s.readers[c]
 		resp := rd.resp
-		b := &committedBody{s: s, rd: rd, held: rd.held, rc: resp.Body, cancel: s.live[c].cancel}
-		rd.held = nil
+		b := &committedBody{s: s, rd: rd, held: rd.held, marks: rd.marks, rc: resp.Body, cancel: s.live[c].cancel}
+		rd.held, rd.marks = nil, nil
 		b.boundary = llmstream.NewBoundary(s.shape, rd.framing)
 		if rd.framed && !rd.blind && (rd.firstKind != "" || rd.overflow) {
 			// Committed on its first content chunk, or past the bound
@@ -617,8 +640,8 @@ func (s *Session) result(ctx context.Context) (*http.Response, error) {
 		return nil, rd.err
 	}
 	resp := rd.resp
-	resp.Body = &committedBody{s: s, rd: rd, held: rd.held, rc: resp.Body, cancel: s.live[j].cancel}
-	rd.held = nil
+	resp.Body = &committedBody{s: s, rd: rd, held: rd.held, marks: rd.marks, rc: resp.Body, cancel: s.live[j].cancel}
+	rd.held, rd.marks = nil, nil
 	s.dropAlternateCookies(j, resp)
 	return resp, nil
 }

@@ -39,6 +39,9 @@ type streamTee struct {
 	batch  []byte             // the bytes of the reads not parsed yet, back to back
 	reads  []readMark         // where each of those reads ends in batch, and when it arrived
 	eager  bool
+	// arrivals is rc when it knows when its bytes arrived from upstream
+	// (the guard's committed body, replaying what it held before commit).
+	arrivals interface{ ArrivedAt() (int64, bool) }
 }
 
 type readMark struct {
@@ -59,6 +62,7 @@ const (
 // and the span says why).
 func newStreamTee(c *call, rc io.ReadCloser, framing sse.Framing, coding string, decodable bool) *streamTee {
 	b := &streamTee{rc: rc, c: c}
+	b.arrivals, _ = rc.(interface{ ArrivedAt() (int64, bool) })
 	if !decodable {
 		c.captureFailed(captureUnsupportedEncoding, coding, nil)
 		return b
@@ -79,6 +83,11 @@ func (b *streamTee) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
 	if n > 0 {
 		at := b.c.d.clock.Now().UnixNano()
+		if b.arrivals != nil {
+			if t, ok := b.arrivals.ArrivedAt(); ok {
+				at = t // held before commit: stamped when it arrived
+			}
+		}
 		b.batch = append(b.batch, p[:n]...)
 		b.reads = append(b.reads, readMark{end: len(b.batch), at: at})
 		if b.eager {

@@ -19,19 +19,15 @@ import (
 	"github.com/streamstall/streamstall/internal/semconv"
 )
 
-// TestReviewErrorFrameAfterCommitCostsTheBudget: an upstream that starts
-// every stream (past the hedge delay, so every call hedges) and then ends
-// it with the API's own error frame after the first content (OpenAI's
-// data: {"error":...}, Anthropic's event: error overloaded_error, which
-// Anthropic sends mid-stream under load) failed the call: its span says
-// server_error. Per README (budget: "a failed attempt costs one (a
-// committed stream that stalled, broke, or ended before the API's end of
-// stream too)") and docs/contract.md section 8 (a successful call refunds
-// token_ratio), it must cost the budget, as the cut stream of
-// TestGuardTruncatedStreamCostsTheBudget does. The guard settles it as
-// complete instead and refunds it, so an upstream that fails its streams
-// with an error frame keeps every hedge it triggers paid for.
-func TestReviewErrorFrameAfterCommitCostsTheBudget(t *testing.T) {
+// TestGuardErrorFrameAfterCommitCostsTheBudget: an upstream that starts
+// every stream past the hedge delay (so every call hedges) and ends it with
+// the API's own error frame after the first content (OpenAI's data:
+// {"error":...}, Anthropic's overloaded_error mid-stream) fails the call,
+// as its span's server_error says: it costs the budget as a broken stream
+// does (as the cut stream of TestGuardTruncatedStreamCostsTheBudget), so
+// the second call's hedge is refused; refunded as complete, an upstream
+// failing its streams so would keep every hedge it triggers paid for.
+func TestGuardErrorFrameAfterCommitCostsTheBudget(t *testing.T) {
 	const errorFrame = `data: {"error":{"message":"The server had an error while processing your request.","type":"server_error","param":null,"code":null}}` + "\n\n"
 	failing := func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -73,20 +69,15 @@ func TestReviewErrorFrameAfterCommitCostsTheBudget(t *testing.T) {
 		"the failed streams cost the budget: the second call's hedge is refused")
 }
 
-// TestReviewAnErrorAnswerDoesNotWinTheRace: the primary is slow to its
-// first content (past the hedge delay) but answers; the hedge goes to an
+// TestGuardAnErrorAnswerDoesNotWinTheRace: the primary is slow to its first
+// content (past the hedge delay) but answers; the hedge goes to an
 // alternate (a gateway) that answers at once with no content at all: its
-// API's error object under 200 (a gateway's {"error":...}, which the span
-// reads as a failed call: TestProxyMarksA200ThatIsAnError), or a redirect.
-// Per docs/contract.md section 7 the attempt committed is "the first
-// attempt whose first content chunk arrives", and an error answer is a
-// failure that starts the next attempt or, with another still running,
-// waits for it; it never ends a call that another attempt is about to
-// answer. The guard takes any 2xx or 3xx that is not a stream for a
-// complete call (Race.Complete: committed, the primary cancelled, the
-// budget refunded), so the client gets the gateway's error or redirect
-// and the primary's answer is thrown away.
-func TestReviewAnErrorAnswerDoesNotWinTheRace(t *testing.T) {
+// API's error object under 200, or a redirect. The attempt committed is the
+// first whose first content chunk arrives (docs/contract.md section 7): the
+// client gets the primary's stream, never the gateway's error or redirect
+// (which a redirect-following SDK would follow to a host the operator never
+// configured).
+func TestGuardAnErrorAnswerDoesNotWinTheRace(t *testing.T) {
 	const stream = `data: {"id":"c1","choices":[{"index":0,"delta":{"content":"Hi"}}]}` + "\n\n" +
 		`data: {"id":"c1","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\n" + doneEvent
 	slow := func(w http.ResponseWriter, r *http.Request) {
@@ -126,20 +117,16 @@ func TestReviewAnErrorAnswerDoesNotWinTheRace(t *testing.T) {
 	}
 }
 
-// TestReviewHeldChunksAreStampedWhenTheyArrived: the hedge goes to an
+// TestGuardHeldChunksAreStampedWhenTheyArrived: the hedge goes to an
 // alternate with the operator's own key, whose answer waits for the
-// primary's answer (to see that the client's key was not refused) before
-// the client gets it. The alternate's first content chunk arrives from
-// upstream at once; the primary's headers come 400 ms later, and the
-// alternate is committed then. docs/contract.md section 7: "one chunk
-// event per content frame stamped when the frame arrived from upstream"
-// (README: "A frame's time is the arrival of the read that completed
-// it"). The bytes an attempt held before commit are replayed to the
-// proxy's tee after commit and stamped with the time the tee read them
-// from the held buffer: the winner's span has its first chunk about
-// 400 ms late, so its TTFT (and the TTFT the stall processor and
-// hedge_advisor learn for the alternate) includes the primary's wait.
-func TestReviewHeldChunksAreStampedWhenTheyArrived(t *testing.T) {
+// primary's (to see that the client's key was not refused) before the
+// client gets it. The alternate's first content chunk arrives at once; the
+// primary's headers come 400 ms later, and the alternate is committed then.
+// Its chunk event is stamped when the frame arrived from upstream
+// (docs/contract.md section 7), not when the held bytes were replayed to
+// the client: else its TTFT, and what the stall processor and hedge_advisor
+// learn of the alternate, would hold the primary's wait.
+func TestGuardHeldChunksAreStampedWhenTheyArrived(t *testing.T) {
 	var sentAt atomic.Int64
 	primary := func(w http.ResponseWriter, r *http.Request) {
 		select {
@@ -183,22 +170,16 @@ func TestReviewHeldChunksAreStampedWhenTheyArrived(t *testing.T) {
 	assert.Less(t, late, 100*time.Millisecond, "the chunk is stamped when it arrived from upstream")
 }
 
-// TestReviewCommitsWithoutContentTeachNoTTFT: with hedge.delay auto the
-// guard learns "the hedge.quantile of the proxy's own attempts' time to
-// first content per model, censoring-aware" (docs/contract.md section 7).
-// Two kinds of attempt are committed before any content chunk was seen:
-// one whose frames the guard cannot read (a coding it does not decode;
-// any client can have it: Accept-Encoding "br, identity;q=0" is forwarded
-// as sent, and the upstream answers in brotli at once), and one past the
-// 1 MiB pre-content bound (an upstream's flood of comments). Their time to
-// first content is unknown (at least the time to commit, a censored
-// sample, which the estimator drops below its estimate). The race records
-// each commit as a first content chunk (Race.Content, Policy.Observe): a
-// few such calls teach the model a TTFT of the upstream's header latency,
-// and every client's next calls of that model hedge after a few
-// milliseconds instead of the fallback delay (delay_source local), spending
-// the budget on hedges the real TTFT never asked for.
-func TestReviewCommitsWithoutContentTeachNoTTFT(t *testing.T) {
+// TestGuardCommitsWithoutContentTeachNoTTFT: with hedge.delay auto the
+// guard learns its attempts' time to first content per model, censoring-
+// aware. An attempt committed before any content chunk was seen (one whose
+// frames the guard cannot read: any client can have it, since
+// Accept-Encoding "br, identity;q=0" is forwarded as sent; or one past the
+// 1 MiB pre-content bound, an upstream's flood of comments) brings only a
+// lower bound. A few such calls must not teach the model a TTFT of the
+// upstream's header latency: the next call still hedges at the fallback
+// delay.
+func TestGuardCommitsWithoutContentTeachNoTTFT(t *testing.T) {
 	const normal = `data: {"id":"c1","choices":[{"index":0,"delta":{"content":"Hi"}}]}` + "\n\n" + doneEvent
 	for _, tc := range []struct {
 		name    string
