@@ -280,3 +280,45 @@ func TestGuardPassesOnAnErrorAnswerWhenNothingElseAnswers(t *testing.T) {
 		})
 	}
 }
+
+// TestGuardPassesOnASlowAnswerThatIsNoStream: an answer the guard reads as
+// no stream reaches the client whole however slowly it comes: one in a media
+// type the proxy does not frame (a stream it cannot read, text/plain) goes on
+// as it comes, and a JSON one whose body comes after its headers is read to
+// see whether it is an error object, never cut by the bound that error
+// answers' bodies have.
+func TestGuardPassesOnASlowAnswerThatIsNoStream(t *testing.T) {
+	const first, rest = `data: {"id":"c1","choices":[{"index":0,"delta":{"content":"Hi"}}]}` + "\n\n", "data: [DONE]\n\n"
+	const whole = `{"id":"c1","object":"chat.completion","model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}`
+	slow := func(mediaType, a, b string) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", mediaType)
+			_, _ = io.WriteString(w, a)
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(1500 * time.Millisecond): // past the error body's 1 s
+			}
+			_, _ = io.WriteString(w, b)
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		handler http.HandlerFunc
+		body    string
+	}{
+		{"a stream the proxy does not frame", slow("text/plain", first, rest), first + rest},
+		{"a JSON answer sent after its headers", slow("application/json", whole[:10], whole[10:]), whole},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHostileGuard(t, tc.handler, answer("application/json", "{}"), func(g *GuardConfig) {
+				g.Hedge.Delay = AutoDuration(time.Hour)
+			})
+			resp, body := post(t, testClient(t), h.proxyURL+"/v1/chat/completions", shapes[0].body, nil)
+			assert.Equal(t, http.StatusOK, resp.StatusCode)
+			assert.Equal(t, tc.body, string(body), "the whole answer, as the upstream sent it")
+			assert.Zero(t, h.alternate.Load())
+		})
+	}
+}

@@ -27,17 +27,30 @@ const errorBodyWait = time.Second
 // connection back to the transport's pool: an attempt that fails over
 // costs no new connection, where closing an unread body closes it.
 func readErrorBody(resp *http.Response) []byte {
+	return readBody(resp, errorBodyWait)
+}
+
+// readBody reads the first maxErrorBody bytes of resp's body, as
+// readErrorBody does, within wait when it is positive (the body is closed
+// then), else for as long as the body takes: its request's context bounds
+// it.
+func readBody(resp *http.Response, wait time.Duration) []byte {
 	rc := resp.Body
-	stop := time.AfterFunc(errorBodyWait, func() { _ = rc.Close() })
+	var stop *time.Timer
+	if wait > 0 {
+		stop = time.AfterFunc(wait, func() { _ = rc.Close() })
+	}
 	b, err := io.ReadAll(io.LimitReader(rc, maxErrorBody+1))
-	stop.Stop()
+	if stop != nil {
+		stop.Stop()
+	}
 	if err == nil && len(b) <= maxErrorBody {
 		_ = rc.Close()
 		resp.Body = io.NopCloser(bytes.NewReader(b))
 		return b
 	}
 	// Longer, cut or broken: the rest (or the error) follows what was read.
-	resp.Body = &readBody{Reader: io.MultiReader(bytes.NewReader(b), &errReader{err}, rc), body: rc}
+	resp.Body = &readAgain{Reader: io.MultiReader(bytes.NewReader(b), &errReader{err}, rc), body: rc}
 	return b
 }
 
@@ -67,13 +80,13 @@ func decodedErrorBody(resp *http.Response, body []byte) []byte {
 	return decoded
 }
 
-// readBody is a body whose first bytes were read and are read again.
-type readBody struct {
+// readAgain is a body whose first bytes were read and are read again.
+type readAgain struct {
 	io.Reader
 	body io.ReadCloser
 }
 
-func (r *readBody) Close() error { return r.body.Close() }
+func (r *readAgain) Close() error { return r.body.Close() }
 
 // errReader returns, where the first read stopped, the error it stopped at.
 type errReader struct{ err error }

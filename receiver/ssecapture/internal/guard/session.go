@@ -16,6 +16,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -446,7 +447,7 @@ func (s *Session) read(ctx context.Context, i int, rd *reader, req *http.Request
 		// attempt can still answer, never one that wins the race.
 		rd.err = &StatusError{Status: resp.StatusCode}
 		e.kind, e.class, e.err = evFailed, hedgecore.Fatal, rd.err
-	} else if s.answeredWithAnError(rd, resp) {
+	} else if isJSON(mt) && s.answeredWithAnError(rd, resp) {
 		// A whole body that is the API's error object under a success
 		// status (a gateway's 200 {"error":...}) fails as an error frame
 		// before content does, as the span reads it.
@@ -468,14 +469,18 @@ func (s *Session) read(ctx context.Context, i int, rd *reader, req *http.Request
 	}
 }
 
-// answeredWithAnError reports whether a streaming call's answer that is no
-// stream, under a success status, is its API's error object. Its body is
-// read into memory as an error answer's is (readErrorBody: at most
-// maxErrorBody bytes and errorBodyWait), and still reads as it came: a
-// whole completion (an upstream that does not stream) is the call's
-// answer, and one longer than the bound is taken for one.
+// answeredWithAnError reports whether a streaming call's JSON answer, under
+// a success status, is its API's error object. Its first maxErrorBody
+// bytes are read into memory (the body still reads as it came): a whole
+// completion (an upstream that does not stream) is the call's answer, and
+// one longer than the bound is taken for one. The read has no time bound
+// of its own: a JSON body comes whole, and one that an upstream holds is
+// an attempt with no answer yet, which the race hedges and gives up as any
+// other (its context ends the read). Only a JSON body is read so: another
+// media type may be a stream in a framing the proxy does not know, which
+// goes to the client as it comes.
 func (s *Session) answeredWithAnError(rd *reader, resp *http.Response) bool {
-	body := decodedErrorBody(resp, readErrorBody(resp))
+	body := decodedErrorBody(resp, readBody(resp, 0))
 	m, err := llmstream.ParseResponse(s.shape, body)
 	if err != nil || m.ErrorType == "" && m.ErrorMessage == "" {
 		return false
@@ -485,6 +490,12 @@ func (s *Session) answeredWithAnError(rd *reader, resp *http.Response) bool {
 	}
 	rd.meta.Merge(&m) // the attempt's span names the error, as for an error frame
 	return true
+}
+
+// isJSON reports whether a media type is JSON (application/json, or a
+// structured +json type such as application/problem+json).
+func isJSON(mt string) bool {
+	return mt == "application/json" || strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")
 }
 
 // scan reads a stream until its first content chunk, its end or its
