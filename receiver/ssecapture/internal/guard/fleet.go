@@ -132,15 +132,19 @@ func (f *Fleet) refresh(parent context.Context) {
 		f.failing = false
 		f.set.Logger.Info("hedge advice fetched again from the hedge_advisor")
 	}
-	t := &fleetTable{at: f.set.Clock.Now().UnixNano(), entries: make(map[fleetKey]fleetEntry, len(resp.Advice))}
+	// The entries of each key, gathered in one pass and combined once: the
+	// advice holds up to max_series keys, and combining each key over
+	// every entry would cost their square, outside the fetch's timeout.
+	groups := make(map[fleetKey][]advice.Entry, len(resp.Advice))
 	for i := range resp.Advice {
 		k := fleetKey{strings.ToLower(resp.Advice[i].Provider), resp.Advice[i].Model}
-		if _, seen := t.entries[k]; seen {
-			continue // the entries of one key are combined below, once
-		}
+		groups[k] = append(groups[k], resp.Advice[i])
+	}
+	t := &fleetTable{at: f.set.Clock.Now().UnixNano(), entries: make(map[fleetKey]fleetEntry, len(groups))}
+	for k, entries := range groups {
 		var e fleetEntry
-		e.delay, e.hasDelay = advice.HedgeDelay(resp.Advice, k.provider, k.model)
-		e.gap, e.hasGap = advice.Gap(resp.Advice, k.provider, k.model, fleetGapQuantile)
+		e.delay, e.hasDelay = advice.HedgeDelay(entries, k.provider, k.model)
+		e.gap, e.hasGap = advice.Gap(entries, k.provider, k.model, fleetGapQuantile)
 		if e.hasDelay || e.hasGap {
 			t.entries[k] = e
 		}

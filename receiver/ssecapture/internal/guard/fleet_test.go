@@ -39,7 +39,7 @@ func (a *advisorStub) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	http.Error(w, "down", http.StatusServiceUnavailable)
 }
 
-func newFleetFixture(t *testing.T, body string) (*Fleet, *advisorStub, *clockwork.FakeClock) {
+func newFleetFixture(t testing.TB, body string) (*Fleet, *advisorStub, *clockwork.FakeClock) {
 	t.Helper()
 	stub := &advisorStub{}
 	stub.body.Store(body)
