@@ -141,7 +141,10 @@ type invocationMetrics struct {
 // events), Amazon Nova's are Converse events under their name, Meta Llama's
 // carry a generation, Amazon Titan's an outputText, Mistral's outputs.
 type nativeEvent struct {
-	Type              string          `json:"type"`
+	Type string `json:"type"`
+	// Object is OpenAI's: the gpt-oss models on Bedrock take and return
+	// Chat Completions bodies, each streamed chunk a chat.completion.chunk.
+	Object            string          `json:"object"`
 	ContentBlockDelta json.RawMessage `json:"contentBlockDelta"`
 	MessageStop       json.RawMessage `json:"messageStop"`
 	Metadata          json.RawMessage `json:"metadata"`
@@ -178,6 +181,8 @@ func classifyInvoke(typ string, data []byte, f *Frame) error {
 	switch {
 	case n.Type != "":
 		err = classifyMessages(c.Bytes, f)
+	case n.Object == "chat.completion.chunk":
+		err = classifyChat(c.Bytes, f)
 	case n.ContentBlockDelta != nil:
 		err = classifyConverse("contentBlockDelta", n.ContentBlockDelta, f)
 	case n.MessageStop != nil:
@@ -300,8 +305,13 @@ func parseBedrockResponse(shape Shape, body []byte, m *Meta) error {
 	if err := decode(body, &n); err != nil {
 		return err
 	}
-	if n.Type != "" {
+	switch {
+	case n.Type != "":
 		one, err := ParseResponse(ShapeMessages, body)
+		*m = one
+		return err
+	case n.Object == "chat.completion":
+		one, err := ParseResponse(ShapeChatCompletions, body)
 		*m = one
 		return err
 	}

@@ -64,16 +64,40 @@ var azureOpenAIHosts = []string{
 // which the path alone cannot tell from OpenAI's API mounted under a
 // prefix (Groq serves it under "/openai/v1" too). Behind a host of its own
 // (an API gateway), the receiver's proxy.provider names the provider.
+//
+// The clouds' own OpenAI-compatible endpoints are the clouds' too: Bedrock's
+// ("https://bedrock-runtime.{region}.amazonaws.com/openai/v1"), Vertex AI's
+// (on "{region}-aiplatform.googleapis.com") and the Gemini API's
+// ("https://generativelanguage.googleapis.com/v1beta/openai").
 func (e Endpoint) OnHost(host string) Endpoint {
 	if e.Provider != ProviderOpenAI {
 		return e
 	}
 	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	if h, _, ok := strings.Cut(host, ":"); ok {
+		host = h
+	}
 	for _, suffix := range azureOpenAIHosts {
 		if strings.HasSuffix(host, suffix) {
 			e.Provider = ProviderAzureOpenAI
-			break
+			return e
 		}
 	}
+	switch {
+	case strings.HasPrefix(host, "bedrock-runtime.") && strings.HasSuffix(host, ".amazonaws.com"):
+		e.Provider = ProviderBedrock
+	case host == "aiplatform.googleapis.com" || strings.HasSuffix(host, "-aiplatform.googleapis.com"):
+		e.Provider = ProviderVertexAI
+	case host == "generativelanguage.googleapis.com":
+		e.Provider = ProviderGemini
+	}
 	return e
+}
+
+// vertexOpenAIPath reports whether path is under Vertex AI's OpenAI-
+// compatible endpoint, ".../projects/{p}/locations/{l}/endpoints/openapi/":
+// the path alone names a Vertex AI project, whatever host serves it.
+func vertexOpenAIPath(path string) bool {
+	i := strings.Index(path, "/endpoints/openapi/")
+	return i > 0 && strings.Contains(path[:i], "/projects/") && strings.Contains(path[:i], "/locations/")
 }

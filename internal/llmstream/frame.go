@@ -360,6 +360,7 @@ var responsesChunkKinds = map[string]string{
 	"response.custom_tool_call_input.delta":     semconv.ChunkKindToolCall,
 	"response.mcp_call_arguments.delta":         semconv.ChunkKindToolCall,
 	"response.code_interpreter_call_code.delta": semconv.ChunkKindToolCall,
+	"response.shell_call_command.delta":         semconv.ChunkKindToolCall,
 	"response.reasoning_text.delta":             semconv.ChunkKindReasoning,
 	"response.reasoning_summary_text.delta":     semconv.ChunkKindReasoning,
 	"response.audio.transcript.delta":           semconv.ChunkKindText,

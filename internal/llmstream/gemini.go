@@ -41,6 +41,10 @@ type geminiPart struct {
 	FunctionCall *struct {
 		Name string          `json:"name"`
 		Args json.RawMessage `json:"args"`
+		// PartialArgs are the fragments of a call's arguments that Vertex
+		// AI streams (functionCallingConfig.streamFunctionCallArguments):
+		// the parts after the first carry them alone, without a name.
+		PartialArgs json.RawMessage `json:"partialArgs"`
 	} `json:"functionCall"`
 	// ExecutableCode is code the model wrote for the code execution tool:
 	// generated like a tool call's arguments.
@@ -55,6 +59,8 @@ func (p *geminiPart) kind() (string, string) {
 	switch {
 	case p.FunctionCall != nil && (p.FunctionCall.Name != "" || len(p.FunctionCall.Args) > 0):
 		return semconv.ChunkKindToolCall, string(p.FunctionCall.Args)
+	case p.FunctionCall != nil && nonEmptyArray(p.FunctionCall.PartialArgs):
+		return semconv.ChunkKindToolCall, string(p.FunctionCall.PartialArgs)
 	case p.ExecutableCode != nil && p.ExecutableCode.Code != "":
 		return semconv.ChunkKindToolCall, p.ExecutableCode.Code
 	case p.Text == "":
@@ -63,6 +69,12 @@ func (p *geminiPart) kind() (string, string) {
 		return semconv.ChunkKindReasoning, p.Text
 	}
 	return semconv.ChunkKindText, p.Text
+}
+
+// nonEmptyArray reports whether raw is a JSON array with an element.
+func nonEmptyArray(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) >= 2 && raw[0] == '[' && raw[len(raw)-1] == ']' && len(bytes.TrimSpace(raw[1:len(raw)-1])) > 0
 }
 
 // googleError is Google's error object: code is the HTTP status, status the

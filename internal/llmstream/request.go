@@ -70,6 +70,12 @@ func ParseResponse(shape Shape, body []byte) (Meta, error) {
 			Usage      *anthropicUsage `json:"usage"`
 			Error      *apiError       `json:"error"`
 		}
+		if t := bytes.TrimSpace(body); len(t) > 0 && t[0] == '[' {
+			// Vertex AI's own refusals of a Claude call (quota, a project
+			// not allowed) are Google's errors, often in an array.
+			err = parseGeminiResponse(body, &m)
+			break
+		}
 		if err = decode(body, &r); err == nil {
 			m.ResponseID, m.ResponseModel = r.ID, r.Model
 			if r.StopReason != "" {
@@ -80,6 +86,14 @@ func ParseResponse(shape Shape, body []byte) (Meta, error) {
 			}
 			if r.Error != nil {
 				r.Error.meta(&m)
+				var g struct {
+					Error googleError `json:"error"`
+				}
+				if decode(body, &g) == nil && g.Error.Status != "" {
+					// Vertex AI's own error on a Claude call: named by its
+					// status, as on the Gemini calls of the same provider.
+					g.Error.meta(&m)
+				}
 			}
 		}
 	case ShapeGemini:

@@ -115,7 +115,11 @@ func ParseEndpoint(path string) Endpoint {
 	case strings.HasSuffix(path, "/v1/messages"):
 		s = ShapeMessages
 	}
-	return Endpoint{Shape: s, Provider: s.Provider()}
+	e := Endpoint{Shape: s, Provider: s.Provider()}
+	if e.Provider == ProviderOpenAI && vertexOpenAIPath(path) {
+		e.Provider = ProviderVertexAI
+	}
+	return e
 }
 
 func geminiEndpoint(path string) (Endpoint, bool) {
