@@ -149,11 +149,12 @@ func (b BudgetConfig) clientBudgets() hedgecore.ClientBudgetConfig {
 }
 
 // AutoStallConfig shapes a learned stall timeout: Multiple times the
-// model's learned p99.9 gap between content chunks, never below Floor,
-// Floor until MinSamples streams are in.
+// model's learned p99.9 gap between content chunks, never below Floor nor
+// above Ceiling, Floor until MinSamples streams are in.
 type AutoStallConfig struct {
 	Multiple   float64       `mapstructure:"multiple"`
 	Floor      time.Duration `mapstructure:"floor"`
+	Ceiling    time.Duration `mapstructure:"ceiling"`
 	MinSamples int           `mapstructure:"min_samples"`
 
 	_ struct{}
@@ -242,8 +243,13 @@ const (
 	defaultBudgetTokenRatio = 0.1
 	// A learned stall timeout is ten times the p99.9 gap and at least 30 s:
 	// far above the tail of a healthy stream, so that only real stalls end.
-	defaultAutoStallMultiple   = 10
-	defaultAutoStallFloor      = 30 * time.Second
+	defaultAutoStallMultiple = 10
+	defaultAutoStallFloor    = 30 * time.Second
+	// The OpenAI SDKs' own request timeout: a silence longer than that
+	// already fails their clients, and a learned timeout past it (a model
+	// whose gaps, or a fleet's advice, run to hours) would leave the
+	// watchdog off.
+	defaultAutoStallCeiling    = 10 * time.Minute
 	defaultAutoStallMinSamples = 20
 	// gRPC caps maxTokens at 1000.
 	maxBudgetTokens = 1000
@@ -268,6 +274,7 @@ func defaultGuardConfig() GuardConfig {
 		AutoStall: AutoStallConfig{
 			Multiple:   defaultAutoStallMultiple,
 			Floor:      defaultAutoStallFloor,
+			Ceiling:    defaultAutoStallCeiling,
 			MinSamples: defaultAutoStallMinSamples,
 		},
 		Advisor: configoptional.Default(defaultAdvisorConfig()),
@@ -384,6 +391,9 @@ func (g *GuardConfig) validate() error {
 	}
 	if a.Floor <= 0 {
 		errs = append(errs, fmt.Errorf("proxy: guard: auto_stall.floor %w", errPositive))
+	}
+	if a.Ceiling < a.Floor {
+		errs = append(errs, fmt.Errorf("proxy: guard: auto_stall.ceiling %v must be at least auto_stall.floor %v", a.Ceiling, a.Floor))
 	}
 	if a.MinSamples <= 0 {
 		errs = append(errs, fmt.Errorf("proxy: guard: auto_stall.min_samples %w", errPositive))

@@ -55,6 +55,7 @@ func TestGuardDefaults(t *testing.T) {
 	assert.Empty(t, g.Hedge.Alternates)
 	assert.Equal(t, 10.0, g.AutoStall.Multiple)
 	assert.Equal(t, 30*time.Second, g.AutoStall.Floor)
+	assert.Equal(t, 10*time.Minute, g.AutoStall.Ceiling, "the OpenAI SDKs' request timeout")
 	assert.Empty(t, g.Models)
 }
 
@@ -74,7 +75,7 @@ func TestGuardFull(t *testing.T) {
 	require.Len(t, g.Hedge.Alternates, 1)
 	assert.Equal(t, "https://backup.example/v1", g.Hedge.Alternates[0].Endpoint)
 	assert.Equal(t, 5*time.Second, g.Hedge.Alternates[0].Timeout)
-	assert.Equal(t, AutoStallConfig{Multiple: 8, Floor: 45 * time.Second, MinSamples: 10}, g.AutoStall)
+	assert.Equal(t, AutoStallConfig{Multiple: 8, Floor: 45 * time.Second, Ceiling: 10 * time.Minute, MinSamples: 10}, g.AutoStall, "the ceiling left at its default")
 	require.Len(t, g.Models, 2)
 
 	o3 := g.Models[0].over(g.rule())
@@ -111,6 +112,7 @@ func TestGuardValidate(t *testing.T) {
 		"proxy: guard: hedge.alternates[2]: serve_credential_failures needs a credential of the alternate's own",
 		"proxy: guard: auto_stall.multiple 0.5 must be a finite number of at least 1",
 		"proxy: guard: auto_stall.floor must be positive",
+		"proxy: guard: auto_stall.ceiling -1s must be at least auto_stall.floor 0s",
 		"proxy: guard: auto_stall.min_samples must be positive",
 		"proxy: guard: models[0]: model must be a glob on gen_ai.request.model",
 		`proxy: guard: models[1]: model "[o3": syntax error in pattern`,

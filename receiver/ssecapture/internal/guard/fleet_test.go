@@ -172,3 +172,32 @@ func TestFixedValuesIgnoreTheFleet(t *testing.T) {
 	assert.Equal(t, StallConfigured, pol.StallTimeoutSource(true))
 	assert.Equal(t, time.Second, pol.StallTimeout(true))
 }
+
+// TestLearnedStallTimeoutHasACeiling: an advice whose gaps run to hours (a
+// broken or hostile advisor, or a model that calls slow tools) would make
+// the learned timeout that multiple of them, the watchdog off in effect:
+// auto_stall.ceiling bounds it, from the fleet's gaps and from the proxy's
+// own alike.
+func TestLearnedStallTimeoutHasACeiling(t *testing.T) {
+	const hours = `{"window_s": 600, "advice": [{"provider": "openai", "model": "gpt-x", "samples": 300, "gap_ms": {"p999": 7200000}}]}`
+	f, stub, clock := newFleetFixture(t, hours)
+	g := New(Settings{
+		Default:   Rule{StallTimeout: AutoTimeout, AutoStall: true, MaxAttempts: 1},
+		AutoStall: AutoStall{Multiple: 10, Floor: time.Second, Ceiling: 10 * time.Minute, MinSamples: 20},
+		Clock:     clock,
+		Fleet:     f,
+	})
+	pol := g.For("openai", "gpt-x")
+	assert.Equal(t, StallAdvisor, pol.StallTimeoutSource(true))
+	assert.Equal(t, 10*time.Minute, pol.StallTimeout(true), "ten times two hours, held at the ceiling")
+
+	stub.body.Store("")
+	clock.Advance(3 * time.Minute) // the advice is stale: the proxy's own
+	gaps := make([]Gap, 40)
+	for i := range gaps {
+		gaps[i] = Gap{Length: time.Hour}
+	}
+	pol.ObserveGaps(clock.Now().UnixNano(), gaps)
+	assert.Equal(t, StallLocal, pol.StallTimeoutSource(true))
+	assert.Equal(t, 10*time.Minute, pol.StallTimeout(true))
+}

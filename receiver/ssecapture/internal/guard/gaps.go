@@ -28,8 +28,8 @@ const gapWindow = 10 * time.Minute
 // before a reasoning chunk) are learned apart, as their timeouts are set
 // apart.
 type gapLearner struct {
-	multiple float64
-	floor    time.Duration
+	multiple       float64
+	floor, ceiling time.Duration
 	// minSamples is what the local estimators need before they speak, and
 	// what the fleet's entry needs in attempts.
 	minSamples int
@@ -93,7 +93,7 @@ type fleetGaps struct {
 
 func newGapLearner(a AutoStall, stall, reasoning time.Duration, fg fleetGaps) *gapLearner {
 	l := &gapLearner{
-		multiple: a.Multiple, floor: a.Floor, minSamples: a.MinSamples, fixedAnswer: stall, fixedReasoning: reasoning,
+		multiple: a.Multiple, floor: a.Floor, ceiling: a.Ceiling, minSamples: a.MinSamples, fixedAnswer: stall, fixedReasoning: reasoning,
 		fleet: fg.fleet, provider: fg.provider, model: fg.model, clock: fg.clock,
 	}
 	newEstimator := func() *hedgecore.DelayEstimator {
@@ -150,9 +150,15 @@ func (l *gapLearner) timeout(answered bool) (time.Duration, StallSource) {
 }
 
 // learned is the timeout of a learned p99.9 gap: multiple times it, never
-// below the floor.
+// below the floor nor above the ceiling (when there is one): gaps that run
+// to hours, a stream's own or in a fleet's advice, must not leave the
+// watchdog off.
 func (l *gapLearner) learned(gap int64) time.Duration {
-	return max(time.Duration(float64(gap)*l.multiple), l.floor)
+	t := max(time.Duration(float64(gap)*l.multiple), l.floor)
+	if l.ceiling > 0 {
+		t = min(t, l.ceiling)
+	}
+	return t
 }
 
 // observe records the gaps of one stream, at now.

@@ -73,8 +73,10 @@ type Rule struct {
 
 // AutoStall shapes learned stall timeouts.
 type AutoStall struct {
-	Multiple   float64
-	Floor      time.Duration
+	Multiple float64
+	Floor    time.Duration
+	// Ceiling bounds a learned timeout from above; 0: none.
+	Ceiling    time.Duration
 	MinSamples int
 }
 
