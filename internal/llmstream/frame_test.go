@@ -334,6 +334,7 @@ func FuzzReadRequestMembers(f *testing.F) {
 	for _, s := range []string{
 		`{"model":"gpt-4o","stream":true}`, `{"Model":"x","model":"y"}`, `{"stream":"true"}`, `{"stream":null}`,
 		`[1,2]`, `"x"`, `{"a":[{"b":{}}],"model":"\u00e9"}`, `{"model":"gpt-4o"} x`, `{"model":1e999}`,
+		"{ \"model\" :\t\"x\" ,\n\"stream\" : true }", `{"mod\u0065l":"x","a\"b":[1,{"c":"]}"}],"stream":false}`,
 	} {
 		f.Add(s)
 	}

@@ -7,9 +7,7 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 )
 
 // Request is what telemetry may know of a request body: the model and
@@ -137,46 +135,113 @@ type requestMembers struct {
 // not JSON is an error.
 func readRequestMembers(body []byte) (requestMembers, error) {
 	var r requestMembers
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber() // a number is only looked at, never converted
-	tok, err := dec.Token()
-	if err != nil {
+	// Validated first, so that the walk below needs no error paths; both
+	// read the body in place, copying nothing of it (a body may be as large
+	// as max_request_body).
+	if err := decode(body, new(struct{})); err != nil {
 		return r, err
 	}
-	if tok != json.Delim('{') {
-		// Valid JSON that is no object names nothing.
-		return r, decode(body, new(struct{}))
-	}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return r, err
-		}
-		var dst any = &skipValue{}
-		switch tok {
+	forEachMember(body, func(key string, value []byte) {
+		var dst any
+		switch key {
 		case "model":
 			dst = &r.Model
 		case "stream":
 			dst = &r.Stream
+		default:
+			return
 		}
-		if err := dec.Decode(dst); err != nil {
-			if _, ok := errors.AsType[*json.UnmarshalTypeError](err); !ok {
-				return r, err
-			}
-		}
-	}
-	if _, err := dec.Token(); err != nil { // the closing brace
-		return r, err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return r, errors.Join(errTrailingData, err)
-	}
+		_ = decode(value, dst) // a value of another type leaves the field
+	})
 	return r, nil
 }
 
-var errTrailingData = errors.New("data after the top-level value")
+// forEachMember calls f with the name (unescaped) and the value of each
+// member of the top-level object of data, a valid JSON text, in order;
+// nothing when it is no object.
+func forEachMember(data []byte, f func(key string, value []byte)) {
+	i := skipSpace(data, 0)
+	if i >= len(data) || data[i] != '{' {
+		return
+	}
+	i++
+	for {
+		i = skipSpace(data, i)
+		if i >= len(data) || data[i] == '}' {
+			return
+		}
+		if data[i] == ',' {
+			i = skipSpace(data, i+1)
+		}
+		end := stringEnd(data, i)
+		raw := data[i:end]
+		var key string
+		if bytes.IndexByte(raw, '\\') < 0 {
+			key = string(raw[1 : len(raw)-1])
+		} else {
+			_ = json.Unmarshal(raw, &key)
+		}
+		i = skipSpace(data, end)
+		i = skipSpace(data, i+1) // the colon
+		vend := valueEnd(data, i)
+		f(key, data[i:vend])
+		i = vend
+	}
+}
 
-// skipValue takes any JSON value and keeps nothing of it.
-type skipValue struct{}
+func skipSpace(data []byte, i int) int {
+	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
+		i++
+	}
+	return i
+}
 
-func (*skipValue) UnmarshalJSON([]byte) error { return nil }
+// stringEnd is the index just past the string that starts at data[i].
+func stringEnd(data []byte, i int) int {
+	for j := i + 1; j < len(data); j++ {
+		switch data[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return len(data)
+}
+
+// valueEnd is the index just past the value that starts at data[i].
+func valueEnd(data []byte, i int) int {
+	switch data[i] {
+	case '"':
+		return stringEnd(data, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(data); j++ {
+			switch data[j] {
+			case '"':
+				j = stringEnd(data, j) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return len(data)
+	}
+	j := i // a number or a literal
+	for j < len(data) && !endsScalar(data[j]) {
+		j++
+	}
+	return j
+}
+
+func endsScalar(c byte) bool {
+	switch c {
+	case ',', '}', ']', ' ', '\t', '\n', '\r':
+		return true
+	}
+	return false
+}
