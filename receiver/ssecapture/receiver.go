@@ -22,6 +22,7 @@ import (
 	"go.opentelemetry.io/collector/receiver/receiverhelper"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/streamstall/streamstall/receiver/ssecapture/internal/guard"
 	"github.com/streamstall/streamstall/receiver/ssecapture/internal/ingest"
@@ -211,6 +212,13 @@ func (r *sseCaptureReceiver) serve(ctx context.Context, host component.Host, nam
 	// confighttp has no setting for it: net/http answers 431 to larger
 	// headers before any handler, so before any authenticator, runs.
 	srv.MaxHeaderBytes = limits.headerBytes
+	// net/http logs what a peer does wrong before any handler (a failed TLS
+	// handshake, a connection closed at once), one line per connection:
+	// confighttp's error level would let anyone who can open a connection
+	// flood the collector's log. Debug, as the proxy's own ErrorLog.
+	if srv.ErrorLog, err = zap.NewStdLogAt(r.settings.Logger, zapcore.DebugLevel); err != nil {
+		return err
+	}
 	ln, err := sc.ToListener(ctx)
 	if err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/big"
 	"net/http"
 	"slices"
 	"strconv"
@@ -868,9 +869,11 @@ func (b *bodyDecoder) validate() (validRecord, *ingestError) {
 	// service.name is a resource attribute: it names the resource the span
 	// belongs to, and the metrics connector groups by it there.
 	if s, ok := r.attrs[semconv.AttrServiceName]; ok {
-		sv := pcommon.NewValueEmpty()
-		_ = sv.FromRaw(s)
-		v.service = sv.AsString()
+		name, isString := s.(string)
+		if !isString || name == "" {
+			return v, b.bad(fieldAttributes+"."+semconv.AttrServiceName, "must be a non-empty string")
+		}
+		v.service = name
 		delete(r.attrs, semconv.AttrServiceName)
 	}
 	return v, b.spend("", costSpan+len(r.name))
@@ -906,6 +909,24 @@ func (b *bodyDecoder) plausible(v *validRecord) *ingestError {
 	}
 	if d := time.Duration(last - v.start); d > l.MaxDuration {
 		return b.bad(field, "the stream would last %s; at most %s is taken (max_stream_duration)", d.Round(time.Millisecond), l.MaxDuration)
+	}
+	// Within the span, as the processor judges a span's chunk times
+	// (figures.ChunkReader.Judge): a record whose chunks lie outside it
+	// would be accepted here and then measured by nothing.
+	if len(v.chunks) > 0 {
+		chunkField := fieldChunkTimes
+		if b.rec.offsetsGiven {
+			chunkField = fieldChunkOffsets
+		}
+		skew := figures.ClockSkew.Nanoseconds()
+		if first := slices.Min(v.chunks); first < v.start-skew {
+			return b.bad(chunkField, "%s is %s before start_time_unix_nano; a chunk may be at most %s before the start",
+				formatNanos(first), time.Duration(v.start-first).Round(time.Millisecond), figures.ClockSkew)
+		}
+		if c := slices.Max(v.chunks); b.rec.has(fieldEnd) && c > v.end+skew {
+			return b.bad(chunkField, "%s is %s after end_time_unix_nano; a chunk may be at most %s after the end",
+				formatNanos(c), time.Duration(c-v.end).Round(time.Millisecond), figures.ClockSkew)
+		}
 	}
 	return nil
 }
@@ -1029,12 +1050,19 @@ func parseNanos(t any) (int64, error) {
 	}
 	v, err := strconv.ParseInt(text, 10, 64)
 	if err != nil {
-		// A JSON number written with a fraction or an exponent.
-		f, ferr := strconv.ParseFloat(text, 64)
-		if ferr != nil || math.IsNaN(f) || f < 1 || f >= math.MaxInt64 {
+		// A JSON number written with a fraction or an exponent, rounded
+		// to the nanosecond exactly: a float64 holds today's unix nanos
+		// only to 256 ns. 128 bits hold the integer part and 64 of the
+		// fraction; the text is at most a kilobyte.
+		f, _, ferr := big.ParseFloat(text, 10, 128, big.ToNearestEven)
+		if ferr != nil || f.Sign() <= 0 || f.IsInf() {
 			return 0, fmt.Errorf("%s is not a positive number of unix nanoseconds", text)
 		}
-		v = int64(math.Round(f))
+		n, _ := f.Add(f, big.NewFloat(0.5)).Int(nil) // half up, then truncated
+		if !n.IsInt64() {
+			return 0, fmt.Errorf("%s is not a positive number of unix nanoseconds", text)
+		}
+		v = n.Int64()
 	}
 	if v <= 0 {
 		return 0, fmt.Errorf("%s is not a positive number of unix nanoseconds", text)

@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"mime"
 	"net/http"
@@ -205,6 +206,14 @@ func (c *call) readHedgeBaggage(headers []string) {
 					continue
 				}
 				c.hedge.PutBool(key, b)
+			case semconv.AttrHedgeDelayMs:
+				// A double of milliseconds (docs/contract.md section 5).
+				ms, err := strconv.ParseFloat(value, 64)
+				if err != nil || !(ms >= 0) || math.IsInf(ms, 0) {
+					c.d.logger.Debug("ignoring a hedge delay that is no finite, non-negative number", zap.String("value", value))
+					continue
+				}
+				c.hedge.PutDouble(key, ms)
 			default:
 				c.hedge.PutStr(key, value)
 			}

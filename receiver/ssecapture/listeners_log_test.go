@@ -1,0 +1,105 @@
+// Copyright The streamstall Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package ssecapture
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/config/configtls"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/receiver/receivertest"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/streamstall/streamstall/internal/semconv"
+	"github.com/streamstall/streamstall/receiver/ssecapture/internal/metadata"
+)
+
+// TestListenersLogNoPeerFailureAboveDebug: with tls on the ingest listener,
+// any peer that opens a TCP connection and closes it, or sends bytes that
+// are no TLS record, makes net/http write "http: TLS handshake error from
+// ..." to the server's ErrorLog: one line per connection, before any
+// authenticator. At confighttp's error level that is a log flood anyone who
+// can open a connection triggers; the listeners log it at debug, as the
+// proxy's own ErrorLog does.
+func TestListenersLogNoPeerFailureAboveDebug(t *testing.T) {
+	dir := t.TempDir()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	require.NoError(t, err)
+	kder, err := x509.MarshalECPrivateKey(key)
+	require.NoError(t, err)
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	require.NoError(t, os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
+	require.NoError(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600))
+
+	core, logs := observer.New(zapcore.InfoLevel)
+	cfg := NewFactory().CreateDefaultConfig().(*Config)
+	i := cfg.Ingest.GetOrInsertDefault()
+	i.NetAddr.Endpoint = "127.0.0.1:0"
+	i.TLS = configoptional.Some(configtls.ServerConfig{Config: configtls.Config{CertFile: certFile, KeyFile: keyFile}})
+	require.NoError(t, cfg.Validate())
+	set := receivertest.NewNopSettings(metadata.Type)
+	set.Logger = zap.New(core)
+	r, err := NewFactory().CreateTraces(context.Background(), set, cfg, new(consumertest.TracesSink))
+	require.NoError(t, err)
+	require.NoError(t, r.Start(context.Background(), componenttest.NewNopHost()))
+	t.Cleanup(func() { require.NoError(t, r.Shutdown(context.Background())) })
+	addr := r.(*sseCaptureReceiver).addrs["ingest"].String()
+
+	before := logs.Len() // "Starting ingest server"
+	const conns = 20
+	for n := range conns {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		if n%2 == 1 {
+			_, _ = c.Write([]byte{0, 1, 2, 3, 4, 5, 6, 7})
+		}
+		_ = c.Close()
+	}
+	time.Sleep(200 * time.Millisecond)
+	var lines []string
+	for _, e := range logs.All()[before:] {
+		lines = append(lines, e.Level.String()+": "+e.Message)
+	}
+	assert.Empty(t, lines, "%d connections logged %d lines at info or above", conns, len(lines))
+}
+
+// TestProxyHedgeBaggageDelayIsADouble: a client's baggage llm.hedge.delay_ms
+// is recorded as the double of milliseconds docs/contract.md section 5
+// types it as, and a value that is no finite, non-negative number is
+// dropped, as a non-integer llm.hedge.attempt is.
+func TestProxyHedgeBaggageDelayIsADouble(t *testing.T) {
+	f := newFixture(t, nil)
+	resp, _ := post(t, testClient(t), f.proxyURL+shapes[0].path, shapes[0].body, http.Header{
+		"Baggage": {"llm.hedge.delay_ms=soon,llm.hedge.attempt=1"},
+	})
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	span := f.spans(t, 1)[0]
+	if v, ok := span.Attributes().Get(semconv.AttrHedgeDelayMs); ok {
+		assert.Equal(t, pcommon.ValueTypeDouble, v.Type(), "llm.hedge.delay_ms is %s %q", v.Type(), v.AsString())
+	}
+}
