@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
@@ -217,9 +218,11 @@ func (p *ProxyConfig) validate() error {
 	} else if _, err := parseUpstream(p.Upstream.Endpoint); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, checkClient("proxy: upstream", &p.Upstream)...)
 	if p.MaxRequestBody <= 0 {
 		errs = append(errs, fmt.Errorf("proxy: max_request_body %w", errPositive))
 	}
+	errs = append(errs, checkBodySizes("proxy", p.MaxRequestBodySize, p.MaxRequestBody)...)
 	if p.MaxRequestHeaderBytes <= 0 {
 		errs = append(errs, fmt.Errorf("proxy: max_request_header_bytes %w", errPositive))
 	}
@@ -273,6 +276,7 @@ func (i *IngestConfig) validate() error {
 	if i.MaxRequestBody <= 0 {
 		errs = append(errs, fmt.Errorf("ingest: max_request_body %w", errPositive))
 	}
+	errs = append(errs, checkBodySizes("ingest", i.MaxRequestBodySize, i.MaxRequestBody)...)
 	if i.MaxRequestHeaderBytes <= 0 {
 		errs = append(errs, fmt.Errorf("ingest: max_request_header_bytes %w", errPositive))
 	}
@@ -326,4 +330,39 @@ func parseURL(endpoint string) (*url.URL, error) {
 		return nil, uerr.Err
 	}
 	return u, err
+}
+
+// checkClient refuses the settings of an upstream client that the proxy
+// would accept and never use: a negative timeout, TLS settings on an
+// http:// endpoint (an operator who set ca_file or a client certificate
+// believes the upstream is verified, or that it gets the certificate),
+// and a cookie jar (the proxy passes cookies between the client and the
+// upstream as they are sent, and keeps none).
+func checkClient(where string, c *confighttp.ClientConfig) []error {
+	var errs []error
+	if c.Timeout < 0 {
+		errs = append(errs, fmt.Errorf("%s.timeout must not be negative (0: none)", where))
+	}
+	t := &c.TLS
+	tlsSet := t.CAFile != "" || t.CAPem != "" || t.CertFile != "" || t.CertPem != "" ||
+		t.KeyFile != "" || t.KeyPem != "" || t.ServerName != "" || t.InsecureSkipVerify
+	if tlsSet && strings.HasPrefix(strings.ToLower(c.Endpoint), "http:") {
+		errs = append(errs, fmt.Errorf("%s.tls has no effect on an http:// endpoint; use https:// or remove it", where))
+	}
+	if c.Cookies.HasValue() {
+		errs = append(errs, fmt.Errorf("%s.cookies are not kept by the proxy, which passes cookies between client and upstream as sent; remove the key", where))
+	}
+	return errs
+}
+
+// checkBodySizes refuses confighttp's max_request_body_size below the
+// listener's own max_request_body: the listener answers past its own bound
+// with its JSON 413 and raises confighttp's to it (confighttp's would cut
+// the body first with a plain-text error), so a lower one would be
+// accepted and not applied.
+func checkBodySizes(where string, confighttpSize, own int64) []error {
+	if confighttpSize > 0 && confighttpSize < own {
+		return []error{fmt.Errorf("%s: max_request_body_size %d is below max_request_body %d, the bound this listener applies: set max_request_body instead", where, confighttpSize, own)}
+	}
+	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/url"
 	"path"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/collector/config/confighttp"
@@ -109,7 +110,7 @@ func (a *AlternateConfig) ownCredential() bool {
 		}
 	}
 	t := &a.TLS
-	return a.Auth.HasValue() || t.CertFile != "" || t.CertPem != ""
+	return a.Auth.HasValue() || (t.CertFile != "" || t.CertPem != "") && strings.HasPrefix(strings.ToLower(a.Endpoint), "https:")
 }
 
 // BudgetConfig is gRPC's retryThrottling bucket, as the hedge client's, one
@@ -253,6 +254,8 @@ const (
 	defaultAutoStallMinSamples = 20
 	// gRPC caps maxTokens at 1000.
 	maxBudgetTokens = 1000
+	// The budget's unit, a thousandth of a token (hedgecore.Budget).
+	minBudgetTokens = 0.001
 	// The shared bucket holds ten clients' buckets: one client failing
 	// alone spends at most half its own of it, and hedging stops for every
 	// client only when about ten fail at once.
@@ -398,9 +401,15 @@ func (g *GuardConfig) validate() error {
 	if a.MinSamples <= 0 {
 		errs = append(errs, fmt.Errorf("proxy: guard: auto_stall.min_samples %w", errPositive))
 	}
+	firstOf := map[string]int{}
 	for i := range g.Models {
 		m := &g.Models[i]
 		where := fmt.Sprintf("proxy: guard: models[%d]", i)
+		if j, seen := firstOf[m.Model]; seen && m.Model != "" {
+			errs = append(errs, fmt.Errorf("%s: model %q is models[%d]'s: the first match wins, so this entry would never apply", where, m.Model, j))
+		} else {
+			firstOf[m.Model] = i
+		}
 		if m.Model == "" {
 			errs = append(errs, fmt.Errorf("%s: model must be a glob on gen_ai.request.model", where))
 		} else if _, err := path.Match(m.Model, ""); err != nil {
@@ -444,6 +453,15 @@ func (r guardRule) validate(where string) error {
 	if b.MaxTokens > 0 && !(b.TokenRatio > 0 && b.TokenRatio <= b.MaxTokens) {
 		errs = append(errs, fmt.Errorf("%s: hedge.budget.token_ratio %v must be positive and at most max_tokens", where, b.TokenRatio))
 	}
+	// The bucket counts thousandths of a token, as gRPC's retryThrottling
+	// does: a smaller bucket could never allow a hedge, a smaller ratio
+	// would never refill it.
+	if b.MaxTokens > 0 && b.MaxTokens < minBudgetTokens {
+		errs = append(errs, fmt.Errorf("%s: hedge.budget.max_tokens %v must be at least %v, the budget's unit, or 0 (no budget)", where, b.MaxTokens, minBudgetTokens))
+	}
+	if b.MaxTokens > 0 && b.TokenRatio > 0 && b.TokenRatio < minBudgetTokens {
+		errs = append(errs, fmt.Errorf("%s: hedge.budget.token_ratio %v must be at least %v, the budget's unit: a smaller one never refills the bucket", where, b.TokenRatio, minBudgetTokens))
+	}
 	if b.SharedMaxTokens != 0 && !(b.SharedMaxTokens >= b.MaxTokens && b.SharedMaxTokens <= maxSharedBudgetTokens) {
 		errs = append(errs, fmt.Errorf("%s: hedge.budget.shared_max_tokens %v must be 0 (%d times max_tokens) or between max_tokens and %d",
 			where, b.SharedMaxTokens, defaultSharedBudgetMultiple, maxSharedBudgetTokens))
@@ -466,6 +484,7 @@ func (r guardRule) validate(where string) error {
 		if a.ServeCredentialFailures && !a.ownCredential() {
 			errs = append(errs, fmt.Errorf("%s: hedge.alternates[%d]: %w", where, i, errServeWithoutCredential))
 		}
+		errs = append(errs, checkClient(fmt.Sprintf("%s: hedge.alternates[%d]", where, i), &a.ClientConfig)...)
 	}
 	return errors.Join(errs...)
 }

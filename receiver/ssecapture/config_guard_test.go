@@ -203,6 +203,9 @@ func TestGuardAlternateCredentials(t *testing.T) {
 	a.Headers.Set("X-Fakellm-Script", "{}")
 	assert.False(t, a.ownCredential(), "a header that is no credential")
 	a.TLS.CertFile = "client.pem"
+	a.Endpoint = "http://fallback.internal"
+	assert.False(t, a.ownCredential(), "a TLS client certificate an http:// alternate never presents")
+	a.Endpoint = "https://fallback.internal"
 	assert.True(t, a.ownCredential(), "a TLS client certificate is a credential")
 }
 

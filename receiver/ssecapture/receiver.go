@@ -34,12 +34,13 @@ import (
 // formatProxy is what receiverhelper.ObsReport reports proxy spans as.
 const formatProxy = "sse"
 
-// guardFrameGrace bounds how long a guarded proxy's shutdown waits, once
-// shutdown_timeout has run out, for its handlers to write the error frame
-// that ends each stream still open, before it closes the connections. A
-// frame is a few hundred bytes: a client that cannot take them in a second
-// is cut as without a guard.
-const guardFrameGrace = time.Second
+// handlerGrace bounds how long the proxy's shutdown waits, once
+// shutdown_timeout has run out, for its handlers to write how each call
+// still open ends (a guarded stream's error frame, the 503 of a request
+// still waiting for its upstream's headers) before it closes the
+// connections. Those are a few hundred bytes: a client that cannot take
+// them in a second is cut.
+const handlerGrace = time.Second
 
 type sseCaptureReceiver struct {
 	cfg       *Config
@@ -306,17 +307,15 @@ func (r *sseCaptureReceiver) shutdownProxy(ctx context.Context, srv *http.Server
 		r.proxy.Wait()
 		close(handlersDone)
 	}()
-	if r.cfg.Proxy.Get().Guard.HasValue() {
-		// The guard ends each stream with its error frame: the handlers get
-		// a moment to write it before the connections close.
-		grace := time.NewTimer(guardFrameGrace)
-		select {
-		case <-handlersDone:
-		case <-grace.C:
-		case <-ctx.Done():
-		}
-		grace.Stop()
+	// The handlers end each call with its answer (the guard's error frame,
+	// a 503): they get a moment to write it before the connections close.
+	grace := time.NewTimer(handlerGrace)
+	select {
+	case <-handlersDone:
+	case <-grace.C:
+	case <-ctx.Done():
 	}
+	grace.Stop()
 	err := srv.Close()
 	<-handlersDone
 	if open > 0 {

@@ -36,6 +36,7 @@ type TelemetryBuilder struct {
 	ReceiverSseCaptureSpansDropped     metric.Int64Counter
 	ReceiverSseCaptureStreamsCaptured  metric.Int64Counter
 	ReceiverSseCaptureStreamsCut       metric.Int64Counter
+	ReceiverSseCaptureUpstreamFailures metric.Int64Counter
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -125,6 +126,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_receiver_sse_capture_streams.cut",
 		metric.WithDescription("Number of proxied calls the proxy ended itself before their upstream did (attribute reason) - stall_timeout and ttft_timeout by the guard, send_timeout for a client that stopped reading, shutdown at the collector's shutdown [Development]"),
 		metric.WithUnit("{call}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverSseCaptureUpstreamFailures, err = builder.meter.Int64Counter(
+		"otelcol_receiver_sse_capture_upstream.failures",
+		metric.WithDescription("Number of proxied calls, and of the guard's attempts, whose upstream could not be reached or did not answer in time (attribute reason - upstream_unreachable or upstream_timeout) [Development]"),
+		metric.WithUnit("{attempt}"),
 	)
 	errs = errors.Join(errs, err)
 	return &builder, errs

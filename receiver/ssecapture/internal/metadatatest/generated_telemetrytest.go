@@ -180,3 +180,19 @@ func AssertEqualReceiverSseCaptureStreamsCut(t *testing.T, tt *componenttest.Tel
 	require.NoError(t, err)
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
+
+func AssertEqualReceiverSseCaptureUpstreamFailures(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_receiver_sse_capture_upstream.failures",
+		Description: "Number of proxied calls, and of the guard's attempts, whose upstream could not be reached or did not answer in time (attribute reason - upstream_unreachable or upstream_timeout) [Development]",
+		Unit:        "{attempt}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_receiver_sse_capture_upstream.failures")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}

@@ -29,6 +29,7 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ReceiverSseCaptureSpansDropped.Add(context.Background(), 1)
 	tb.ReceiverSseCaptureStreamsCaptured.Add(context.Background(), 1)
 	tb.ReceiverSseCaptureStreamsCut.Add(context.Background(), 1)
+	tb.ReceiverSseCaptureUpstreamFailures.Add(context.Background(), 1)
 	AssertEqualReceiverSseCaptureChunksCaptured(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
@@ -57,6 +58,9 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverSseCaptureStreamsCut(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverSseCaptureUpstreamFailures(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 

@@ -402,6 +402,8 @@ func (c *call) finish() {
 		// downstream may drop: cuts are what an on-call engineer alerts on.
 		c.d.telemetry.ReceiverSseCaptureStreamsCut.Add(context.Background(), 1,
 			metric.WithAttributes(attribute.String("reason", reason)))
+	} else {
+		c.d.countUpstreamFailure(reason)
 	}
 	if c.chunks != nil {
 		c.d.telemetry.ReceiverSseCaptureChunksCaptured.Add(context.Background(), c.chunks.Total())
@@ -411,6 +413,16 @@ func (c *call) finish() {
 
 // cutByProxy reports whether error.type says the proxy ended the call
 // itself, before its upstream did.
+// countUpstreamFailure counts a call or an attempt whose upstream could
+// not be reached or did not answer in time, apart from its span as cuts
+// are: an upstream that is down is the commonest page.
+func (d *callDeps) countUpstreamFailure(errType string) {
+	if errType == errTypeUpstreamUnreachable || errType == errTypeUpstreamTimeout {
+		d.telemetry.ReceiverSseCaptureUpstreamFailures.Add(context.Background(), 1,
+			metric.WithAttributes(attribute.String("reason", errType)))
+	}
+}
+
 func cutByProxy(errType string) bool {
 	switch errType {
 	case guard.ErrTypeStallTimeout, guard.ErrTypeTTFTTimeout, errTypeSendTimeout, errTypeShutdown:

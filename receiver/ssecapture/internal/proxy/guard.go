@@ -281,6 +281,7 @@ func (c *call) emitLoser(r *guard.Report) {
 		l.framesDropped = r.FramesDropped
 	}
 	l.errType = loserErrType(r, l)
+	c.d.countUpstreamFailure(l.errType)
 	if l.errType == "" {
 		// Dropped because another attempt delivered first: it did nothing
 		// wrong, so it carries no error.type, as the hedge client's losers.
