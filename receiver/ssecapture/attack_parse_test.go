@@ -223,7 +223,7 @@ func TestProxyReadsTheStreamFlagAsTheUpstreamDoes(t *testing.T) {
 	} {
 		t.Run(body, func(t *testing.T) {
 			p0, a0, s0 := len(primary.requests()), len(alternate.requests()), sink.SpanCount()
-			var stream json.RawMessage = exactKeys(t, []byte(body))["stream"]
+			stream := exactKeys(t, []byte(body))["stream"]
 			require.Equal(t, "false", string(stream), "the call is not streamed, read as the upstream reads it")
 			resp, got := post(t, testClient(t), url+shapes[0].path, body, http.Header{"Authorization": {"Bearer sk-client"}})
 			require.Equal(t, http.StatusOK, resp.StatusCode, string(got))

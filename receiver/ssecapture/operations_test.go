@@ -198,7 +198,7 @@ func TestUpstreamFailuresAreCounted(t *testing.T) {
 	require.NoError(t, err)
 	closed := "http://" + ln.Addr().String()
 	require.NoError(t, ln.Close())
-	slow := newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	slow := newTestServer(t, http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		select {
 		case <-r.Context().Done():
 		case <-time.After(2 * time.Second):
@@ -250,7 +250,7 @@ func TestMaxRequestBodySizeBelowTheListenersBound(t *testing.T) {
 // before the connections close.
 func TestShutdownAnswersAWaitingRequest503(t *testing.T) {
 	release := make(chan struct{})
-	upstream := newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	upstream := newTestServer(t, http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		select {
 		case <-r.Context().Done():
 		case <-release:
@@ -285,7 +285,7 @@ func TestShutdownAnswersAWaitingRequest503(t *testing.T) {
 			done <- result{0, err.Error()}
 			return
 		}
-		defer resp.Body.Close()
+		defer func() { _ = resp.Body.Close() }()
 		var b strings.Builder
 		_, _ = io.Copy(&b, resp.Body)
 		done <- result{resp.StatusCode, b.String()}

@@ -55,7 +55,7 @@ func gptOssOnBedrock(t *testing.T, guard bool) {
 	}
 	chunk(head + `"delta":{},"finish_reason":"stop"}],"amazon-bedrock-invocationMetrics":{"inputTokenCount":12,"outputTokenCount":9,"invocationLatency":1000,"firstByteLatency":50}}`)
 
-	upstream := newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	upstream := newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/vnd.amazon.eventstream")
 		w.Header().Set("X-Amzn-Bedrock-Content-Type", "application/json")
 		w.WriteHeader(http.StatusOK)
@@ -133,7 +133,7 @@ func TestProxyCountsAResponsesShellCall(t *testing.T) {
 	events = append(events, "event: response.completed\ndata: {\"type\":\"response.completed\",\"sequence_number\":20,\"response\":{\"id\":\"resp_1\",\"object\":\"response\",\"status\":\"completed\",\"model\":\"gpt-5.1-2025-11-13\",\"usage\":{\"input_tokens\":20,\"output_tokens\":12,\"total_tokens\":32}}}\n\n")
 
 	for _, guard := range []bool{false, true} {
-		upstream := newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		upstream := newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "text/event-stream")
 			w.WriteHeader(http.StatusOK)
 			w.(http.Flusher).Flush()

@@ -39,19 +39,19 @@ func (a *advisorStub) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	http.Error(w, "down", http.StatusServiceUnavailable)
 }
 
-func newFleetFixture(t testing.TB, body string) (*Fleet, *advisorStub, *clockwork.FakeClock) {
-	t.Helper()
+func newFleetFixture(tb testing.TB, body string) (*Fleet, *advisorStub, *clockwork.FakeClock) {
+	tb.Helper()
 	stub := &advisorStub{}
 	stub.body.Store(body)
 	srv := httptest.NewServer(stub)
-	t.Cleanup(srv.Close)
+	tb.Cleanup(srv.Close)
 	clock := clockwork.NewFakeClockAt(time.Unix(1_700_000_000, 0))
 	f := NewFleet(FleetSettings{
 		URL: srv.URL + advice.Path, Client: srv.Client(), Interval: 30 * time.Second, Timeout: time.Second,
 		MaxAge: 2 * time.Minute, Clock: clock,
 	})
 	f.Start()
-	t.Cleanup(f.Shutdown)
+	tb.Cleanup(f.Shutdown)
 	return f, stub, clock
 }
 

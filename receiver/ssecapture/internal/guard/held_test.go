@@ -4,6 +4,7 @@
 package guard
 
 import (
+	"errors"
 	"io"
 	"strings"
 	"testing"
@@ -31,7 +32,7 @@ func TestHeldBytesKeepTheirArrival(t *testing.T) {
 			at, _ := b.ArrivedAt()
 			ats = append(ats, at)
 		}
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		require.NoError(t, err)

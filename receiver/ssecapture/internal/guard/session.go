@@ -427,27 +427,29 @@ func (s *Session) read(ctx context.Context, i int, rd *reader, req *http.Request
 	rd.resp = resp
 	e := event{attempt: i, kind: evDone}
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	if framing, ok := llmstream.StreamFraming(s.shape, true, resp.StatusCode, mt); ok && resp.StatusCode < 300 {
+	framing, framed := llmstream.StreamFraming(s.shape, true, resp.StatusCode, mt)
+	switch {
+	case framed && resp.StatusCode < 300:
 		rd.framed, rd.framing = true, framing
 		e.kind, e.err = s.scan(rd, resp, framing)
 		if e.err != nil {
 			rd.err = e.err
 			e.class = hedgecore.Retryable
 		}
-	} else if resp.StatusCode >= 400 {
+	case resp.StatusCode >= 400:
 		rd.err = &StatusError{Status: resp.StatusCode}
 		e.kind, e.class, e.err = evFailed, s.failureClass(rd, resp.StatusCode), rd.err
 		if e.class == hedgecore.Retryable {
 			e.wait, _ = hedgecore.RetryAfter(resp.Header, s.clock.Now())
 		}
-	} else if resp.StatusCode >= 300 {
+	case resp.StatusCode >= 300:
 		// A redirect is no answer to an API call (a gateway sending the
 		// client to its login page, or elsewhere): like a 4xx, that
 		// source's refusal, which reaches the client only when no other
 		// attempt can still answer, never one that wins the race.
 		rd.err = &StatusError{Status: resp.StatusCode}
 		e.kind, e.class, e.err = evFailed, hedgecore.Fatal, rd.err
-	} else if isJSON(mt) && s.answeredWithAnError(rd, resp) {
+	case isJSON(mt) && s.answeredWithAnError(rd, resp):
 		// A whole body that is the API's error object under a success
 		// status (a gateway's 200 {"error":...}) fails as an error frame
 		// before content does, as the span reads it.

@@ -256,7 +256,7 @@ func TestShutdownIsBoundedByTheDrain(t *testing.T) {
 	assert.Equal(t, int64(8), droppedBy(t, tel, dropShutdown))
 	assert.Equal(t, int64(2), droppedBy(t, tel, dropConsumerError), "the one the consumer gave back")
 	assert.Zero(t, q.Bytes())
-	assert.Len(t, sink.calls, 0, "nothing is delivered after the cancellation")
+	assert.Empty(t, sink.calls, "nothing is delivered after the cancellation")
 }
 
 // TestShutdownDoesNotWaitForAConsumerThatIgnoresItsContext: a consumer that
