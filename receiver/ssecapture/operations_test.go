@@ -128,7 +128,7 @@ func TestConfigContradictionsAreRefused(t *testing.T) {
 	}
 }
 
-func sreSelfSigned(t *testing.T) (certFile, keyFile string) {
+func selfSignedCert(t *testing.T) (certFile, keyFile string) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	require.NoError(t, err)
@@ -155,7 +155,7 @@ func sreSelfSigned(t *testing.T) (certFile, keyFile string) {
 // confighttp's error level, where anyone who can reach the port would fill
 // the disk and page on "error" logs.
 func TestProxyListenerLogsNoFailedHandshake(t *testing.T) {
-	certFile, keyFile := sreSelfSigned(t)
+	certFile, keyFile := selfSignedCert(t)
 	cfg := NewFactory().CreateDefaultConfig().(*Config)
 	p := cfg.Proxy.GetOrInsertDefault()
 	p.NetAddr.Endpoint = "127.0.0.1:0"

@@ -64,18 +64,8 @@ func TestCountedBeforeHandedOn(t *testing.T) {
 		{name: "works on them after returning and fails", async: true, err: errors.New("pipeline refused")},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			tel := componenttest.NewTelemetry()
-			t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
-			set := receivertest.NewNopSettings(metadata.Type)
-			set.TelemetrySettings = tel.NewTelemetrySettings()
-			obs, err := receiverhelper.NewObsReport(receiverhelper.ObsReportSettings{
-				ReceiverID: component.NewID(metadata.Type), Transport: "http", ReceiverCreateSettings: set,
-			})
-			require.NoError(t, err)
-			tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
-			require.NoError(t, err)
 			sink := &takingsink.Sink{Async: tt.async, Err: tt.err}
-			q := New(100, 1<<30, "sse", sink, obs, tb)
+			q, tel := newTestQueue(t, sink, 1<<30)
 			sent := 0
 			for i := range 50 {
 				q.Push(tracesOf(1 + i%3))
@@ -154,21 +144,10 @@ func bigTraces() ptrace.Traces {
 // most its byte budget (the span being delivered included); the spans past
 // it are dropped and counted as queue_bytes, however few spans that is.
 func TestQueueBoundedInBytes(t *testing.T) {
-	tel := componenttest.NewTelemetry()
-	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
-	set := receivertest.NewNopSettings(metadata.Type)
-	set.TelemetrySettings = tel.NewTelemetrySettings()
-	obs, err := receiverhelper.NewObsReport(receiverhelper.ObsReportSettings{
-		ReceiverID: component.NewID(metadata.Type), Transport: "http", ReceiverCreateSettings: set,
-	})
-	require.NoError(t, err)
-	tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
-	require.NoError(t, err)
-
 	size := int64((&ptrace.ProtoMarshaler{}).TracesSize(bigTraces()))
 	budget := 10*size + size/2
 	sink := &blockingSink{release: make(chan struct{})}
-	q := New(1000, budget, "sse", sink, obs, tb)
+	q, tel := newTestQueue(t, sink, budget)
 	for range 50 {
 		q.Push(bigTraces())
 		require.LessOrEqual(t, q.Bytes(), budget)
@@ -210,8 +189,8 @@ func (s *waitingSink) ConsumeTraces(ctx context.Context, _ ptrace.Traces) error 
 	return nil
 }
 
-// newTestQueue is a queue in front of next with its telemetry.
-func newTestQueue(t *testing.T, next consumer.Traces) (*Queue, *componenttest.Telemetry) {
+// newTestQueue is a queue of 1000 spans and maxBytes in front of next, with its telemetry.
+func newTestQueue(t *testing.T, next consumer.Traces, maxBytes int64) (*Queue, *componenttest.Telemetry) {
 	t.Helper()
 	tel := componenttest.NewTelemetry()
 	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
@@ -223,7 +202,7 @@ func newTestQueue(t *testing.T, next consumer.Traces) (*Queue, *componenttest.Te
 	require.NoError(t, err)
 	tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
 	require.NoError(t, err)
-	return New(100, 1<<30, "sse", next, obs, tb), tel
+	return New(1000, maxBytes, "sse", next, obs, tb), tel
 }
 
 // TestShutdownIsBoundedByTheDrain: with a pipeline that cannot take the
@@ -234,7 +213,7 @@ func newTestQueue(t *testing.T, next consumer.Traces) (*Queue, *componenttest.Te
 // Before the drain was bounded, this Shutdown never returned.
 func TestShutdownIsBoundedByTheDrain(t *testing.T) {
 	sink := &waitingSink{calls: make(chan struct{}, 10), honours: true}
-	q, tel := newTestQueue(t, sink)
+	q, tel := newTestQueue(t, sink, 1<<30)
 	for range 5 {
 		q.Push(tracesOf(2))
 	}
@@ -265,7 +244,7 @@ func TestShutdownIsBoundedByTheDrain(t *testing.T) {
 func TestShutdownDoesNotWaitForAConsumerThatIgnoresItsContext(t *testing.T) {
 	sink := &waitingSink{calls: make(chan struct{}, 10), release: make(chan struct{})}
 	defer close(sink.release)
-	q, _ := newTestQueue(t, sink)
+	q, _ := newTestQueue(t, sink, 1<<30)
 	q.Push(tracesOf(1))
 	q.Push(tracesOf(1))
 	<-sink.calls
@@ -279,7 +258,7 @@ func TestShutdownDoesNotWaitForAConsumerThatIgnoresItsContext(t *testing.T) {
 // does is the caller's error, and the drain stops there.
 func TestShutdownReportsTheCallersDeadline(t *testing.T) {
 	sink := &waitingSink{calls: make(chan struct{}, 10), honours: true}
-	q, tel := newTestQueue(t, sink)
+	q, tel := newTestQueue(t, sink, 1<<30)
 	q.Push(tracesOf(1))
 	q.Push(tracesOf(3))
 	<-sink.calls
@@ -294,7 +273,7 @@ func TestShutdownReportsTheCallersDeadline(t *testing.T) {
 // TestShutdownWithNoDrainDropsTheQueueAtOnce: queue_drain_timeout 0.
 func TestShutdownWithNoDrainDropsTheQueueAtOnce(t *testing.T) {
 	sink := &waitingSink{calls: make(chan struct{}, 10), honours: true}
-	q, _ := newTestQueue(t, sink)
+	q, _ := newTestQueue(t, sink, 1<<30)
 	q.Push(tracesOf(1))
 	q.Push(tracesOf(1))
 	<-sink.calls
