@@ -26,46 +26,60 @@ import (
 	"github.com/streamstall/streamstall/receiver/ssecapture/internal/metadata"
 )
 
-// TestListenersLogNoPeerFailureAboveDebug: with tls on the ingest listener,
-// any peer that opens a TCP connection and closes it, or sends bytes that
-// are no TLS record, makes net/http write "http: TLS handshake error from
-// ..." to the server's ErrorLog: one line per connection, before any
-// authenticator. At confighttp's error level that is a log flood anyone who
-// can open a connection triggers; the listeners log it at debug, as the
-// proxy's own ErrorLog does.
+// TestListenersLogNoPeerFailureAboveDebug: with tls on either listener, a
+// peer that opens a TCP connection and closes it, sends bytes that are no
+// TLS record, or speaks plain HTTP (a port scan, an L4 load balancer's TCP
+// health check, a misconfigured client) makes net/http write "http: TLS
+// handshake error from ..." to the server's ErrorLog: one line per
+// connection, before any authenticator. At confighttp's error level that is
+// a log flood anyone who can open a connection triggers, filling the disk
+// and paging on "error" logs; the listeners log it at debug, as the proxy's
+// own ErrorLog does.
 func TestListenersLogNoPeerFailureAboveDebug(t *testing.T) {
 	certFile, keyFile := selfSignedCert(t)
+	tls := configoptional.Some(configtls.ServerConfig{Config: configtls.Config{CertFile: certFile, KeyFile: keyFile}})
+	for _, listener := range []string{"ingest", "proxy"} {
+		t.Run(listener, func(t *testing.T) {
+			cfg := NewFactory().CreateDefaultConfig().(*Config)
+			if listener == "ingest" {
+				i := cfg.Ingest.GetOrInsertDefault()
+				i.NetAddr.Endpoint, i.TLS = "127.0.0.1:0", tls
+			} else {
+				p := cfg.Proxy.GetOrInsertDefault()
+				p.NetAddr.Endpoint, p.TLS = "127.0.0.1:0", tls
+				p.Upstream.Endpoint = newTestServer(t, http.NotFoundHandler())
+			}
+			require.NoError(t, cfg.Validate())
+			core, logs := observer.New(zapcore.InfoLevel)
+			set := receivertest.NewNopSettings(metadata.Type)
+			set.Logger = zap.New(core)
+			r, err := NewFactory().CreateTraces(context.Background(), set, cfg, new(consumertest.TracesSink))
+			require.NoError(t, err)
+			require.NoError(t, r.Start(context.Background(), componenttest.NewNopHost()))
+			t.Cleanup(func() { require.NoError(t, r.Shutdown(context.Background())) })
+			addr := r.(*sseCaptureReceiver).addrs[listener].String()
 
-	core, logs := observer.New(zapcore.InfoLevel)
-	cfg := NewFactory().CreateDefaultConfig().(*Config)
-	i := cfg.Ingest.GetOrInsertDefault()
-	i.NetAddr.Endpoint = "127.0.0.1:0"
-	i.TLS = configoptional.Some(configtls.ServerConfig{Config: configtls.Config{CertFile: certFile, KeyFile: keyFile}})
-	require.NoError(t, cfg.Validate())
-	set := receivertest.NewNopSettings(metadata.Type)
-	set.Logger = zap.New(core)
-	r, err := NewFactory().CreateTraces(context.Background(), set, cfg, new(consumertest.TracesSink))
-	require.NoError(t, err)
-	require.NoError(t, r.Start(context.Background(), componenttest.NewNopHost()))
-	t.Cleanup(func() { require.NoError(t, r.Shutdown(context.Background())) })
-	addr := r.(*sseCaptureReceiver).addrs["ingest"].String()
-
-	before := logs.Len() // "Starting ingest server"
-	const conns = 20
-	for n := range conns {
-		c, err := net.Dial("tcp", addr)
-		require.NoError(t, err)
-		if n%2 == 1 {
-			_, _ = c.Write([]byte{0, 1, 2, 3, 4, 5, 6, 7})
-		}
-		_ = c.Close()
+			before := logs.Len() // "Starting ... server"
+			probes := [][]byte{nil, {0, 1, 2, 3, 4, 5, 6, 7}, []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")}
+			const conns = 21
+			for n := range conns {
+				c, err := net.Dial("tcp", addr)
+				require.NoError(t, err)
+				if probe := probes[n%len(probes)]; probe != nil {
+					_, _ = c.Write(probe)
+					_ = c.SetReadDeadline(time.Now().Add(time.Second))
+					_, _ = c.Read(make([]byte, 512))
+				}
+				_ = c.Close()
+			}
+			time.Sleep(200 * time.Millisecond)
+			var lines []string
+			for _, e := range logs.All()[before:] {
+				lines = append(lines, e.Level.String()+": "+e.Message)
+			}
+			assert.Empty(t, lines, "%d connections logged %d lines at info or above", conns, len(lines))
+		})
 	}
-	time.Sleep(200 * time.Millisecond)
-	var lines []string
-	for _, e := range logs.All()[before:] {
-		lines = append(lines, e.Level.String()+": "+e.Message)
-	}
-	assert.Empty(t, lines, "%d connections logged %d lines at info or above", conns, len(lines))
 }
 
 // TestProxyHedgeBaggageDelayIsADouble: a client's baggage llm.hedge.delay_ms

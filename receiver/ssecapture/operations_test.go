@@ -26,13 +26,9 @@ import (
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/config/confighttp"
 	"go.opentelemetry.io/collector/config/configoptional"
-	"go.opentelemetry.io/collector/config/configtls"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/receiver/receivertest"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
-	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/streamstall/streamstall/internal/semconv"
 	"github.com/streamstall/streamstall/receiver/ssecapture/internal/metadata"
@@ -146,46 +142,6 @@ func selfSignedCert(t *testing.T) (certFile, keyFile string) {
 	require.NoError(t, os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
 	require.NoError(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600))
 	return certFile, keyFile
-}
-
-// TestProxyListenerLogsNoFailedHandshake: with the proxy listener on TLS,
-// every connection that fails its handshake (a port scan, an L4 load
-// balancer's TCP health check, a client speaking plain HTTP) makes net/http
-// write "http: TLS handshake error from ...": logged at debug, never at
-// confighttp's error level, where anyone who can reach the port would fill
-// the disk and page on "error" logs.
-func TestProxyListenerLogsNoFailedHandshake(t *testing.T) {
-	certFile, keyFile := selfSignedCert(t)
-	cfg := NewFactory().CreateDefaultConfig().(*Config)
-	p := cfg.Proxy.GetOrInsertDefault()
-	p.NetAddr.Endpoint = "127.0.0.1:0"
-	p.Upstream.Endpoint = newTestServer(t, http.NotFoundHandler())
-	p.TLS = configoptional.Some(configtls.ServerConfig{Config: configtls.Config{CertFile: certFile, KeyFile: keyFile}})
-	require.NoError(t, cfg.Validate())
-	core, logs := observer.New(zapcore.InfoLevel)
-	set := receivertest.NewNopSettings(metadata.Type)
-	set.Logger = zap.New(core)
-	r, err := NewFactory().CreateTraces(context.Background(), set, cfg, new(consumertest.TracesSink))
-	require.NoError(t, err)
-	require.NoError(t, r.Start(context.Background(), componenttest.NewNopHost()))
-	t.Cleanup(func() { require.NoError(t, r.Shutdown(context.Background())) })
-	addr := r.(*sseCaptureReceiver).addrs["proxy"].String()
-	started := logs.Len()
-	const probes = 20
-	for range probes {
-		c, err := net.Dial("tcp", addr)
-		require.NoError(t, err)
-		_, _ = c.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
-		_ = c.SetReadDeadline(time.Now().Add(time.Second))
-		_, _ = c.Read(make([]byte, 512))
-		_ = c.Close()
-	}
-	time.Sleep(200 * time.Millisecond)
-	var loud []string
-	for _, e := range logs.All()[started:] {
-		loud = append(loud, e.Level.String()+": "+e.Message)
-	}
-	assert.Empty(t, loud, "%d failed handshakes from a client logged %d lines at info or above", probes, len(loud))
 }
 
 // TestUpstreamFailuresAreCounted: the upstream down (502
