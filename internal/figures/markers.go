@@ -95,6 +95,10 @@ type Markers struct {
 	HasFinish bool
 	Finish    int64
 
+	// firstFrame says the earliest first-chunk marker is one that marks
+	// the stream's first frame by its name (OpenInference's).
+	firstFrame bool
+
 	judged Chunks
 }
 
@@ -106,7 +110,7 @@ type Markers struct {
 // ChunkReader.Judge (outside the span beyond ClockSkew, longer than
 // max_duration).
 func (r *MarkerReader) Read(span ptrace.Span, m *Markers) error {
-	m.HasFirst, m.First, m.HasFinish, m.Finish = false, 0, false, 0
+	m.HasFirst, m.First, m.HasFinish, m.Finish, m.firstFrame = false, 0, false, 0, false
 	overflow := 0
 	for _, ev := range span.Events().All() {
 		name := ev.Name()
@@ -126,6 +130,7 @@ func (r *MarkerReader) Read(span ptrace.Span, m *Markers) error {
 		if isFirst {
 			if !m.HasFirst || t < m.First {
 				m.HasFirst, m.First = true, t
+				m.firstFrame = name == semconv.EventOpenInferenceFirstToken
 			}
 		} else if !m.HasFinish || t > m.Finish {
 			m.HasFinish, m.Finish = true, t
@@ -148,11 +153,16 @@ func (r *MarkerReader) Read(span ptrace.Span, m *Markers) error {
 	return r.chunks.Judge(span, &m.judged)
 }
 
-// MarksFirstFrame reports whether the marker events of a span with these
-// attributes mark its first frame, not its first content: the Vercel AI
-// SDK's Responses providers (ai.model.provider openai.responses) fire
-// ai.stream.firstChunk on response.created, sent before the TTFT wait.
-func MarksFirstFrame(attrs pcommon.Map) bool {
+// MarksFirstFrame reports whether the marker events m read of a span with
+// these attributes mark its first frame, not its first content:
+// OpenInference's first-token event fires on the first streamed item, and
+// the Vercel AI SDK's Responses providers (ai.model.provider
+// openai.responses) fire ai.stream.firstChunk on response.created; both are
+// sent before the TTFT wait.
+func (m *Markers) MarksFirstFrame(attrs pcommon.Map) bool {
+	if m.firstFrame {
+		return true
+	}
 	v, ok := attrs.Get(semconv.AttrVercelModelProvider)
 	return ok && v.Type() == pcommon.ValueTypeStr && strings.HasSuffix(v.Str(), semconv.VercelResponsesProviderSuffix)
 }

@@ -139,7 +139,10 @@ type invocationMetrics struct {
 // InvokeModelWithResponseStream. The model family shows in its fields:
 // Anthropic's Messages events have a type (and are classified as Messages
 // events), Amazon Nova's are Converse events under their name, Meta Llama's
-// carry a generation, Amazon Titan's an outputText, Mistral's outputs.
+// carry a generation, Amazon Titan's an outputText, Mistral's outputs,
+// Cohere Command's generations, Cohere Command R's a text of its own (with
+// is_finished and, in its stream-end event, a finish_reason), DeepSeek-R1's
+// choices with a text and a stop_reason.
 type nativeEvent struct {
 	Type string `json:"type"`
 	// Object is OpenAI's: the gpt-oss models on Bedrock take and return
@@ -156,6 +159,16 @@ type nativeEvent struct {
 		Text       string  `json:"text"`
 		StopReason *string `json:"stop_reason"`
 	} `json:"outputs"`
+	Text         string  `json:"text"`
+	FinishReason *string `json:"finish_reason"`
+	Generations  []struct {
+		Text         string  `json:"text"`
+		FinishReason *string `json:"finish_reason"`
+	} `json:"generations"`
+	Choices []struct {
+		Text       string  `json:"text"`
+		StopReason *string `json:"stop_reason"`
+	} `json:"choices"`
 	InvocationMetrics *invocationMetrics `json:"amazon-bedrock-invocationMetrics"`
 }
 
@@ -207,14 +220,29 @@ func classifyInvoke(typ string, data []byte, f *Frame) error {
 // classifyText reads the text-generation models' events: one text field
 // and a stop reason each.
 func (n *nativeEvent) classifyText(f *Frame) {
-	text, reason := n.Generation+n.OutputText, n.StopReason
+	text, reason := n.Generation+n.OutputText+n.Text, n.StopReason
 	if n.CompletionReason != nil {
 		reason = n.CompletionReason
+	}
+	if n.FinishReason != nil {
+		reason = n.FinishReason
 	}
 	for _, o := range n.Outputs {
 		text += o.Text
 		if o.StopReason != nil {
 			reason = o.StopReason
+		}
+	}
+	for _, g := range n.Generations {
+		text += g.Text
+		if g.FinishReason != nil {
+			reason = g.FinishReason
+		}
+	}
+	for _, c := range n.Choices {
+		text += c.Text
+		if c.StopReason != nil {
+			reason = c.StopReason
 		}
 	}
 	if reason != nil && *reason != "" {

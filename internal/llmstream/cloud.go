@@ -68,14 +68,27 @@ var azureOpenAIHosts = []string{
 // The clouds' own OpenAI-compatible endpoints are the clouds' too: Bedrock's
 // ("https://bedrock-runtime.{region}.amazonaws.com/openai/v1"), Vertex AI's
 // (on "{region}-aiplatform.googleapis.com") and the Gemini API's
-// ("https://generativelanguage.googleapis.com/v1beta/openai").
+// ("https://generativelanguage.googleapis.com/v1beta/openai"). Bedrock's
+// Mantle endpoint ("https://bedrock-mantle.{region}.api.aws", the default
+// of openai-go's and anthropic-sdk-go's Bedrock clients) serves OpenAI's
+// APIs under "/openai/v1" and Anthropic's Messages under "/anthropic": both
+// are Bedrock's, as those SDKs name them. Anthropic's API served by a
+// cloud under Anthropic's own name (Azure AI Foundry's "/anthropic/", the
+// Anthropic AWS gateway) stays anthropic, as anthropic-sdk-go names it.
 func (e Endpoint) OnHost(host string) Endpoint {
-	if e.Provider != ProviderOpenAI {
+	if e.Provider != ProviderOpenAI && e.Provider != ProviderAnthropic {
 		return e
 	}
 	host = strings.ToLower(strings.TrimSuffix(host, "."))
 	if h, _, ok := strings.Cut(host, ":"); ok {
 		host = h
+	}
+	if strings.HasPrefix(host, "bedrock-mantle.") && strings.HasSuffix(host, ".api.aws") {
+		e.Provider = ProviderBedrock
+		return e
+	}
+	if e.Provider != ProviderOpenAI {
+		return e
 	}
 	for _, suffix := range azureOpenAIHosts {
 		if strings.HasSuffix(host, suffix) {

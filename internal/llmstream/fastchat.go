@@ -59,11 +59,11 @@ func (sc *scanner) choice(f *Frame) bool {
 			return claim(&seen, 32) && sc.optString(&reasoningContent)
 		case "reasoning":
 			return claim(&seen, 64) && sc.optString(&reasoning)
-		case "tool_calls", "function_call":
-			// Rare: tool-call deltas are left to classifyChat.
+		case "tool_calls", "function_call", "audio":
+			// Rare: tool-call and audio deltas are left to classifyChat.
 			return sc.null()
 		}
-		return !foldsTo(key, "content", "refusal", "reasoning_content", "reasoning", "tool_calls", "function_call") && sc.skip(1)
+		return !foldsTo(key, "content", "refusal", "reasoning_content", "reasoning", "tool_calls", "function_call", "audio") && sc.skip(1)
 	}
 	ok := sc.object(func(key string) bool {
 		switch key {

@@ -243,7 +243,12 @@ type chatChunk struct {
 			ReasoningContent string          `json:"reasoning_content"`
 			Reasoning        string          `json:"reasoning"`
 			ToolCalls        []toolCallDelta `json:"tool_calls"`
-			FunctionCall     *struct {
+			// Audio is an audio answer's (modalities ["text", "audio"]):
+			// its transcript is the text, content staying null.
+			Audio *struct {
+				Transcript string `json:"transcript"`
+			} `json:"audio"`
+			FunctionCall *struct {
 				Name      string `json:"name"`
 				Arguments string `json:"arguments"`
 			} `json:"function_call"`
@@ -288,6 +293,8 @@ func classifyChat(data []byte, f *Frame) error {
 			f.content(semconv.ChunkKindText, d.Content)
 		case d.Refusal != "":
 			f.content(semconv.ChunkKindText, d.Refusal)
+		case d.Audio != nil && d.Audio.Transcript != "":
+			f.content(semconv.ChunkKindText, d.Audio.Transcript)
 		case len(d.ToolCalls) > 0:
 			for _, tc := range d.ToolCalls {
 				if tc.ID != "" || tc.Function.Name != "" || tc.Function.Arguments != "" {

@@ -144,3 +144,108 @@ func TestOpenAICompatibleCloudEndpointsProvider(t *testing.T) {
 		assert.Equal(t, c.want, e.Provider, "%s%s", c.host, c.path)
 	}
 }
+
+// TestBedrockInvokeReadsCohereText: Cohere's models on
+// Bedrock stream their text in fields classifyText never reads.
+//   - Command / Command Light (cohere.command-text-v14,
+//     cohere.command-light-text-v14): each chunk's bytes carry
+//     generations[0].text (awsdocs/aws-doc-sdk-examples
+//     python/example_code/bedrock-runtime/models/cohere_command/
+//     command_invoke_model_with_response_stream.py:
+//     `if "generations" in chunk: print(chunk["generations"][0]["text"])`,
+//     and vercel/ai packages/core/tests/snapshots/cohere.ts
+//     cohereBedrockChunks = [{generations:[{finish_reason:'COMPLETE',id,text}]}]).
+//   - Command R / R+ (cohere.command-r-v1:0): a top-level text with
+//     is_finished and finish_reason (langchain-ai/langchain-aws
+//     libs/aws/langchain_aws/llms/bedrock.py provider_to_output_key_map
+//     "cohere": "text", stopping on chunk_obj["is_finished"]; lobe-chat's
+//     BedrockCohereStreamChunk {text, finish_reason, generation_id, ...}
+//     citing model-parameters-cohere-command-r-plus.html).
+//
+// Unread, a healthy Cohere stream would have no content at all: no TTFT,
+// and the guard's ttft_timeout would cut it.
+func TestBedrockInvokeReadsCohereText(t *testing.T) {
+	for name, native := range map[string]string{
+		"command generations": `{"generations":[{"id":"0c72c609-c8ac-4601-a323-653db56c8d80","text":" Hi! How"}]}`,
+		"command r text":      `{"is_finished":false,"event_type":"text-generation","text":"Hello"}`,
+		"command stream text": `{"text":" Hello","is_finished":false}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := classifyOne(t, ShapeBedrockInvoke, invokeChunkEvent(native))
+			assert.Equal(t, KindContent, f.Kind, "a Cohere chunk with generated text is content")
+			assert.Equal(t, semconv.ChunkKindText, f.ChunkKind)
+		})
+	}
+	// The last Command R event says why it ended.
+	f := classifyOne(t, ShapeBedrockInvoke, invokeChunkEvent(
+		`{"is_finished":true,"event_type":"stream-end","finish_reason":"COMPLETE","amazon-bedrock-invocationMetrics":{"inputTokenCount":9,"outputTokenCount":12,"invocationLatency":640,"firstByteLatency":210}}`))
+	assert.Equal(t, KindDone, f.Kind)
+	assert.Equal(t, []string{"COMPLETE"}, f.Meta.FinishReasons, "Cohere's finish_reason is the finish reason")
+}
+
+// TestBedrockInvokeReadsDeepSeekChoices: DeepSeek-R1 on Bedrock
+// (us.deepseek.r1-v1:0) answers InvokeModel and
+// InvokeModelWithResponseStream with {"choices":[{"text":string,
+// "stop_reason":string}]} (AWS Bedrock user guide, "DeepSeek models",
+// https://docs.aws.amazon.com/bedrock/latest/userguide/model-parameters-deepseek.html,
+// Response body; stop_reason "length: ... max_tokens in the call to
+// InvokeModel (or InvokeModelWithResponseStream, if you are streaming
+// output)"). There is no "object" member: it is not a gpt-oss
+// chat.completion.chunk.
+func TestBedrockInvokeReadsDeepSeekChoices(t *testing.T) {
+	f := classifyOne(t, ShapeBedrockInvoke, invokeChunkEvent(`{"choices":[{"text":"Okay, the user","stop_reason":null}]}`))
+	assert.Equal(t, KindContent, f.Kind, "a DeepSeek chunk with text is content")
+
+	f = classifyOne(t, ShapeBedrockInvoke, invokeChunkEvent(
+		`{"choices":[{"text":"","stop_reason":"stop"}],"amazon-bedrock-invocationMetrics":{"inputTokenCount":14,"outputTokenCount":320,"invocationLatency":5100,"firstByteLatency":700}}`))
+	assert.Equal(t, KindDone, f.Kind)
+	assert.Equal(t, []string{"stop"}, f.Meta.FinishReasons, "choices[].stop_reason is the finish reason")
+
+	m, err := ParseResponse(ShapeBedrockInvoke, []byte(`{"choices":[{"text":"Hello there.","stop_reason":"length"}]}`))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"length"}, m.FinishReasons, "InvokeModel's whole DeepSeek answer")
+}
+
+// TestChatAudioTranscriptIsContent: with modalities ["text","audio"]
+// (gpt-4o-audio-preview, gpt-4o-mini-audio-preview), Chat Completions
+// streams the answer in choices[].delta.audio, content staying null.
+// Ground truth: openai-go v3.102.0 chatcompletion.go,
+// ChatCompletionChunkChoiceDelta{Audio ChatCompletionChunkChoiceDeltaAudio
+// `json:"audio"`} and ChatCompletionChunkChoiceDeltaAudio ("A partial audio
+// response. Audio chunks may carry an ID, base64 data, or transcript text":
+// ID, Data, ExpiresAt, Transcript `json:"transcript"` "Transcript text from
+// this audio chunk"), counted as text as the Responses API's
+// response.audio.transcript.delta is.
+func TestChatAudioTranscriptIsContent(t *testing.T) {
+	f := classifyOne(t, ShapeChatCompletions, ev("",
+		`{"id":"chatcmpl-1","object":"chat.completion.chunk","model":"gpt-4o-audio-preview-2025-06-03","choices":[{"index":0,"delta":{"audio":{"id":"audio_1","transcript":"Hello"}},"finish_reason":null}]}`))
+	assert.Equal(t, KindContent, f.Kind, "an audio transcript delta is generated content")
+	assert.Equal(t, semconv.ChunkKindText, f.ChunkKind)
+}
+
+// TestBedrockMantleIsBedrock: Amazon Bedrock's "Mantle" endpoint is
+// the default base URL of openai-go's Bedrock client and serves Anthropic's
+// Messages API for anthropic-sdk-go's Bedrock Mantle client. Ground truth:
+//   - openai-go v3.102.0 bedrock/bedrock.go: EndpointMantle is the default
+//     ("Mantle remains the default"), "Mantle defaults to
+//     https://bedrock-mantle.{region}.api.aws/openai/v1" (bedrock/README.md
+//     table: bedrock.EndpointMantle (default));
+//   - anthropic-sdk-go v2.15.0 bedrock/bedrockmantle.go: base URL
+//     "https://bedrock-mantle.%s.api.aws/anthropic", "Only the Messages API
+//     (/v1/messages) and its subpaths are supported".
+//
+// Both SDKs name the provider aws.bedrock there.
+func TestBedrockMantleIsBedrock(t *testing.T) {
+	for _, c := range []struct {
+		path  string
+		shape Shape
+	}{
+		{"/openai/v1/chat/completions", ShapeChatCompletions},
+		{"/openai/v1/responses", ShapeResponses},
+		{"/anthropic/v1/messages", ShapeMessages},
+	} {
+		e := ParseEndpoint(c.path).OnHost("bedrock-mantle.us-east-1.api.aws")
+		assert.Equal(t, c.shape, e.Shape, c.path)
+		assert.Equal(t, ProviderBedrock, e.Provider, "bedrock-mantle.us-east-1.api.aws%s", c.path)
+	}
+}

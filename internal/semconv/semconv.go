@@ -101,9 +101,17 @@ const (
 	EventVercelFinish = "ai.stream.finish"
 )
 
+// EventOpenInferenceFirstToken is the one event OpenInference's
+// instrumentations record on a streamed call, on its first streamed item
+// (the role frame of Chat Completions, response.created of the Responses
+// API): a marker of the stream's first frame, not of its first content.
+const EventOpenInferenceFirstToken = "First Token Stream Event"
+
 // DefaultFirstChunkMarkerNames are the first-chunk marker event names
 // recognised by default.
-func DefaultFirstChunkMarkerNames() []string { return []string{EventVercelFirstChunk} }
+func DefaultFirstChunkMarkerNames() []string {
+	return []string{EventVercelFirstChunk, EventOpenInferenceFirstToken}
+}
 
 // DefaultFinishMarkerNames are the finish marker event names recognised by
 // default.

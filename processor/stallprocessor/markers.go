@@ -33,7 +33,7 @@ func (p *stallProcessor) enrichFromMarkers(s *scratch, span ptrace.Span, tally *
 	}
 	attrs := span.Attributes()
 	figures.FillGenAI(attrs)
-	if figures.MarksFirstFrame(attrs) {
+	if m.MarksFirstFrame(attrs) {
 		writeFrameMarkers(attrs)
 	} else {
 		writeMarkerFigures(attrs, m.Derive())
