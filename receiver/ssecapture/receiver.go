@@ -173,6 +173,7 @@ func (r *sseCaptureReceiver) newProxy(ctx context.Context, host component.Host, 
 		Provider:                       pcfg.Provider,
 		Service:                        service,
 		AuthHeader:                     pcfg.AuthHeader,
+		AuthParams:                     authParams(pcfg),
 		MaxRequestBody:                 pcfg.MaxRequestBody,
 		MaxValueLength:                 pcfg.MaxAttributeValueLength,
 		MaxDecodedResponseBytes:        pcfg.MaxDecodedResponseBytes,
@@ -323,4 +324,14 @@ func (r *sseCaptureReceiver) shutdownProxy(ctx context.Context, srv *http.Server
 			zap.Int64("streams", open), zap.Duration("shutdown_timeout", r.cfg.Proxy.Get().ShutdownTimeout))
 	}
 	return errors.Join(ctx.Err(), err)
+}
+
+// authParams are the query parameters the proxy listener's authenticator
+// reads (auth.request_params), which the proxy removes before a request
+// goes upstream, as it removes auth_header.
+func authParams(pcfg *ProxyConfig) []string {
+	if !pcfg.Auth.HasValue() {
+		return nil
+	}
+	return pcfg.Auth.Get().RequestParameters
 }

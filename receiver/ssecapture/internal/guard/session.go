@@ -397,6 +397,7 @@ func (s *Session) launch(i int) {
 		}
 		out.URL = &u
 		(&httputil.ProxyRequest{Out: out}).SetURL(up.URL)
+		out.URL.Opaque = "" // the proxy refuses an opaque target; none is ever sent
 		rt = up.Transport
 		if !up.ForwardClientCredentials {
 			stripCredentials(out.Header)

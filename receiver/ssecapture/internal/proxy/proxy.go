@@ -18,6 +18,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,6 +54,11 @@ type Settings struct {
 	// AuthHeader is removed before a request goes upstream: it is the
 	// collector's credential, not the provider's.
 	AuthHeader string
+	// AuthParams are the query parameters the listener's authenticator
+	// reads (confighttp's auth.request_params): removed from the query
+	// before a request goes upstream, with the header the listener copied
+	// each into.
+	AuthParams []string
 	// MaxRequestBody bounds a request body in bytes; larger ones get 413.
 	MaxRequestBody int64
 	// MaxValueLength bounds every string recorded from a request or response.
@@ -101,6 +107,7 @@ type Proxy struct {
 	upstream       *url.URL
 	prefix         string // the upstream's path, cleaned: "/" or "/openai"
 	authHeader     string
+	authParams     []string
 	maxRequestBody int64
 	sendTimeout    time.Duration
 	maxConcurrent  int64
@@ -125,6 +132,7 @@ func New(set Settings) (*Proxy, error) {
 		upstream:       set.Upstream,
 		prefix:         path.Clean("/" + set.Upstream.Path),
 		authHeader:     set.AuthHeader,
+		authParams:     set.AuthParams,
 		maxRequestBody: set.MaxRequestBody,
 		sendTimeout:    set.SendTimeout,
 		maxConcurrent:  set.MaxConcurrentRequests,
@@ -215,14 +223,17 @@ func (p *Proxy) Stop() { p.stop() }
 func (p *Proxy) stopped() bool { return p.stopCtx.Err() != nil }
 
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if len(r.TransferEncoding) > 0 {
+	if len(r.TransferEncoding) > 0 || !r.ProtoAtLeast(1, 1) {
 		// A chunked request may also have come with a Content-Length, which
 		// net/http drops without a trace: a server in front that framed it
 		// by that length would take the bytes after the chunked body for its
 		// next client's request, which this connection would serve. RFC 9112
 		// asks to close the connection after such a request; the proxy
 		// cannot tell it apart, so it closes after every chunked one (SDKs
-		// send a Content-Length).
+		// send a Content-Length). On HTTP/1.0 net/http drops a
+		// Transfer-Encoding before the handler can see it, and RFC 9112
+		// asks the same close for that: every HTTP/1.0 request is the last
+		// of its connection (no SDK speaks HTTP/1.0).
 		w.Header().Set("Connection", "close")
 	}
 	p.inflight.Add(1)
@@ -273,6 +284,18 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS")
 		writeJSONError(w, http.StatusMethodNotAllowed, "method_not_allowed",
 			fmt.Sprintf("the proxy forwards API calls, not %s", r.Method))
+		return
+	}
+	if len(p.authParams) > 0 {
+		r = withoutAuthParams(r, p.authParams)
+	}
+	if r.URL.Opaque != "" {
+		// A target with a scheme and no path ("a:http://other/admin"):
+		// net/url keeps it as Opaque, which no path check reads, and the
+		// upstream request would be sent with it as its request target,
+		// an absolute URL naming a host and path of the client's choosing
+		// (to an egress proxy, the host it forwards to).
+		writeJSONError(w, http.StatusBadRequest, "bad_request", "the request target is not a path")
 		return
 	}
 	if !staysUnderPrefix(p.prefix, r.URL) {
@@ -490,6 +513,7 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 // credential, not the provider's.
 func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	pr.SetURL(p.upstream)
+	pr.Out.URL.Opaque = "" // ServeHTTP refuses an opaque target; none is ever sent
 	pr.Out.Host = ""
 	if p.authHeader != "" {
 		pr.Out.Header.Del(p.authHeader)
@@ -669,3 +693,42 @@ var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return 
 
 func (bufferPool) Get() []byte  { return *copyBuffers.Get().(*[]byte) }
 func (bufferPool) Put(b []byte) { copyBuffers.Put(&b) }
+
+// withoutAuthParams returns r without the collector's credential that
+// confighttp's auth.request_params took from its query: the listener's
+// authenticator read each named parameter there, after copying it into the
+// request's headers under the parameter's own spelling (not canonical), and
+// left both in place. Each parameter the query holds is removed from it,
+// every other byte of the query kept as sent, and so is its copy in the
+// headers; the upstream, an alternate and the span see neither.
+func withoutAuthParams(r *http.Request, params []string) *http.Request {
+	if r.URL.RawQuery == "" {
+		return r
+	}
+	query := r.URL.Query()
+	var found []string
+	for _, name := range params {
+		if _, ok := query[name]; ok {
+			found = append(found, name)
+		}
+	}
+	if len(found) == 0 {
+		return r
+	}
+	out := r.Clone(r.Context())
+	for _, name := range found {
+		delete(out.Header, name) // the spelling the listener wrote it under
+	}
+	pairs := strings.Split(out.URL.RawQuery, "&")
+	kept := pairs[:0]
+	for _, pair := range pairs {
+		key, _, _ := strings.Cut(pair, "=")
+		if k, err := url.QueryUnescape(key); err == nil && slices.Contains(found, k) {
+			continue
+		}
+		kept = append(kept, pair)
+	}
+	out.URL.RawQuery = strings.Join(kept, "&")
+	out.RequestURI = ""
+	return out
+}
