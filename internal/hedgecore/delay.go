@@ -82,6 +82,24 @@ func (e *DelayEstimator) Observe(now, ttft int64) {
 	}
 }
 
+// ObserveN records n samples of one value (nanoseconds) seen at now, as n
+// calls of Observe would: the gaps of a run of chunks known by their count
+// and their mean.
+func (e *DelayEstimator) ObserveN(now, v, n int64) {
+	if v <= 0 || n <= 0 {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	rotated := e.rotate(now)
+	// AddWithCount only fails on negative or NaN values, excluded above.
+	_ = e.cur.AddWithCount(float64(v), float64(n))
+	e.pending += int(min(n, recomputeEvery))
+	if rotated || e.pending >= recomputeEvery || e.cached.Load() == 0 {
+		e.recompute()
+	}
+}
+
 // ObserveCensored records an attempt cancelled after elapsed nanoseconds
 // without content: its TTFT is only known to exceed elapsed. For a quantile
 // that is all that matters when elapsed is at or above the current estimate:

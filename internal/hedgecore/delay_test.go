@@ -55,6 +55,27 @@ func TestDelayEstimatorIgnoresNonPositive(t *testing.T) {
 	assert.Equal(t, int64(7), e.Delay())
 }
 
+// ObserveN(v, n) learns what n calls of Observe(v) do: a run of gaps
+// known by its count and mean weighs as its gaps one by one.
+func TestDelayEstimatorObserveNWeighsAsNSamples(t *testing.T) {
+	one := NewDelayEstimator(0.99, 7, int64(DefaultWindow), 20)
+	many := NewDelayEstimator(0.99, 7, int64(DefaultWindow), 20)
+	for range 992 {
+		one.Observe(1, 10*ms)
+	}
+	for range 8 {
+		one.Observe(1, 5000*ms)
+	}
+	many.ObserveN(1, 10*ms, 992)
+	many.ObserveN(1, 5000*ms, 8)
+	many.ObserveN(1, 0, 10) // nothing, as Observe(0)
+	many.ObserveN(1, 10*ms, 0)
+	d, n, ok := many.Local()
+	assert.True(t, ok)
+	assert.Equal(t, int64(1000), n)
+	assert.Equal(t, one.Delay(), d, "p99 of 992 gaps of 10 ms and 8 of 5 s")
+}
+
 func TestDelayEstimatorConcurrent(t *testing.T) {
 	e := NewDelayEstimator(0.95, int64(time.Second), int64(DefaultWindow), 20)
 	var wg sync.WaitGroup

@@ -34,15 +34,40 @@ type Progress struct {
 	// frame) reached the client: the stream is over, and a silence after
 	// it is no stall.
 	terminal atomic.Bool
-	// unread is the arrival of a read the copy loop has passed on but not
-	// classified yet (it classifies once the client has the bytes); 0 when
-	// none. While the client is slow to take them, that read may hold
-	// content: it is not silence.
+	// unread is the earliest arrival of the bytes of a read the copy loop
+	// has passed on but not classified yet (it classifies once the client
+	// has the bytes); 0 when none. While the client is slow to take them,
+	// that read may hold content: it is not silence.
 	unread atomic.Int64
+	// reading is when the copy loop last asked the upstream for more, and
+	// returned when its last read came back: between the two it was
+	// writing to the client, not reading. The copy loop's alone.
+	reading, returned int64
 }
 
-// Arrived records a read that arrived at at, not classified yet.
-func (p *Progress) Arrived(at int64) { p.unread.Store(at) }
+// readWaited is how long a read must have waited for its bytes to have
+// found none waiting: one that returns sooner took bytes already in the
+// socket.
+const readWaited = time.Millisecond
+
+// Reading records that the copy loop asks the upstream for more at at.
+func (p *Progress) Reading(at int64) { p.reading = at }
+
+// Arrived records a read, not classified yet, that came back at returned
+// with bytes that arrived at at (earlier than returned for bytes held
+// before the commit). A read that took bytes already waiting in the socket
+// (it came back at once) may hold bytes of any moment since the last read
+// came back, while the copy loop was writing to a slow client: they count
+// as arrived then. Stamped when read, they would count as new, and a
+// client slow twice in a row would have its flowing stream cut as stalled.
+func (p *Progress) Arrived(at, returned int64) {
+	earliest := at
+	if p.returned != 0 && returned-p.reading < int64(readWaited) {
+		earliest = min(at, p.returned)
+	}
+	p.returned = returned
+	p.unread.Store(earliest)
+}
 
 // Classified records that every read so far is classified.
 func (p *Progress) Classified() { p.unread.Store(0) }

@@ -191,6 +191,7 @@ func TestWatchdogCutsAtTheLearnedDeadline(t *testing.T) {
 		Clock:     h.clock,
 	})
 	pol := h.guard.For("openai", "gpt-4o")
+	pol.admit() // as a call that brought content does
 	gaps := make([]Gap, 50)
 	for i := range gaps {
 		gaps[i] = Gap{Length: time.Second}

@@ -277,7 +277,7 @@ func TestReadNotClassifiedYetIsNoSilence(t *testing.T) {
 	start := h.clock.Now()
 	h.blockUntil(t, 1)
 	h.clock.Advance(900 * time.Millisecond)
-	cc.p.Arrived(h.clock.Now().UnixNano())
+	cc.p.Arrived(h.clock.Now().UnixNano(), h.clock.Now().UnixNano())
 	h.clock.Advance(100 * time.Millisecond) // the first deadline: a read is still unclassified
 	h.blockUntil(t, 1)
 	select {
@@ -305,7 +305,7 @@ func TestSlowClientIsNoStall(t *testing.T) {
 	s, p, resp, cc := h.commit(t, textFrame)
 	h.blockUntil(t, 1)
 	h.clock.Advance(900 * time.Millisecond)
-	cc.p.Arrived(h.clock.Now().UnixNano())
+	cc.p.Arrived(h.clock.Now().UnixNano(), h.clock.Now().UnixNano())
 	for range 3 { // deadlines at 1.9 s, 2.9 s, 3.9 s: the read is still with the client
 		h.clock.Advance(time.Second)
 		h.blockUntil(t, 1)
@@ -403,7 +403,7 @@ func TestReadsInFlightPostponeACutBriefly(t *testing.T) {
 	s, p, resp, cc := h.commit(t, textFrame)
 	h.blockUntil(t, 1)
 	h.clock.Advance(950 * time.Millisecond)
-	cc.p.Arrived(h.clock.Now().UnixNano()) // a read of comments, in flight at the deadline
+	cc.p.Arrived(h.clock.Now().UnixNano(), h.clock.Now().UnixNano()) // a read of comments, in flight at the deadline
 	h.clock.Advance(50 * time.Millisecond)
 	h.blockUntil(t, 1)
 	select {
@@ -447,7 +447,7 @@ func TestReadHeldInFlightBacksOffTheLooks(t *testing.T) {
 	_, p, resp, cc := h.commit(t, textFrame)
 	h.blockUntil(t, 1)
 	h.clock.Advance(950 * time.Millisecond)
-	cc.p.Arrived(h.clock.Now().UnixNano()) // held by a slow client
+	cc.p.Arrived(h.clock.Now().UnixNano(), h.clock.Now().UnixNano()) // held by a slow client
 	notCut := func(why string) {
 		h.blockUntil(t, 1)
 		select {
@@ -480,11 +480,53 @@ func TestReadArrivedPastTheDeadlineDoesNotHoldTheCut(t *testing.T) {
 	h.blockUntil(t, 1)
 	h.clock.Advance(time.Second - time.Millisecond)
 	cc.p.Classified()
+	cc.p.Reading(h.clock.Now().UnixNano()) // the copy loop reads again, and waits for bytes
 	// The deadline passes with the watchdog's look still to come (a busy
 	// machine runs it late): the read in flight then arrived after it.
-	cc.p.Arrived(h.clock.Now().Add(2 * time.Millisecond).UnixNano())
+	cc.p.Arrived(h.clock.Now().Add(2*time.Millisecond).UnixNano(), h.clock.Now().Add(2*time.Millisecond).UnixNano())
 	h.clock.Advance(5 * time.Millisecond)
 	assert.ErrorIs(t, p.cancelled(t), errStalled, "cut at the deadline's look, the read in flight notwithstanding")
 	_, _ = io.ReadAll(resp.Body)
 	require.NoError(t, resp.Body.Close())
+}
+
+// TestClientSlowTwiceInARowIsNoStall: the watchdog spares a read that
+// arrived before the deadline while it is on its way to a slow client
+// (TestSlowClientIsNoStall). The copy loop reads the upstream only after
+// the client took the previous read: the bytes the upstream sent meanwhile
+// wait in the socket and are read at once. Counted as arrived when read,
+// the next read would have "arrived after the deadline" and no longer hold
+// the cut when the client is slow with it again: a stream whose upstream
+// never paused would be ended as stall_timeout (the upstream blamed, the
+// budget charged). A read that came back at once counts as arrived when the
+// last one came back. docs/security.md: "a slow client is not a stalled
+// upstream".
+func TestClientSlowTwiceInARowIsNoStall(t *testing.T) {
+	h := newHarness(t, Rule{StallTimeout: time.Second, MaxAttempts: 1})
+	s, p, resp, cc := h.commit(t, textFrame)
+	cc.set(h.clock.Now(), true) // content at 0
+	h.blockUntil(t, 1)
+	h.clock.Advance(900 * time.Millisecond)
+	r1 := h.clock.Now()
+	cc.p.Reading(r1.Add(-100 * time.Millisecond).UnixNano())
+	cc.p.Arrived(r1.UnixNano(), r1.UnixNano()) // read 1, with content, on its way to a slow client
+	h.clock.Advance(time.Second)               // 1.9 s: the deadline; read 1 holds the cut
+	h.blockUntil(t, 1)
+	h.clock.Advance(20 * time.Millisecond) // 1.92 s: the client took read 1 at last
+	cc.set(r1, true)
+	cc.p.Classified()
+	// The copy loop reads at once what the upstream sent while it waited
+	// on the client (content among it), and waits on the client again.
+	cc.p.Reading(h.clock.Now().UnixNano())
+	cc.p.Arrived(h.clock.Now().UnixNano(), h.clock.Now().UnixNano())
+	h.clock.Advance(30 * time.Millisecond) // the watchdog's next look
+	select {
+	case <-p.req.Context().Done():
+		t.Error("a stream whose upstream never paused was cut as stalled: its client was slow twice in a row")
+	case <-time.After(50 * time.Millisecond):
+	}
+	cc.p.Classified()
+	require.NoError(t, resp.Body.Close())
+	s.Finish()
+	assert.Empty(t, s.Ended())
 }

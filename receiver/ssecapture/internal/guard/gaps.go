@@ -44,12 +44,15 @@ type gapLearner struct {
 	fixedAnswer, fixedReasoning time.Duration
 }
 
-// Gap is one gap of a stream: its length and whether the chunk that ended
-// it was reasoning. A censored gap is the silence a stream ended in.
+// Gap is one gap of a stream, or Count gaps of one length: its length and
+// whether the chunk that ended it was reasoning. A censored gap is the
+// silence a stream ended in. Count more than one is a run of gaps around
+// chunks the span elided, each at their mean (figures.GapRun); 0 is one.
 type Gap struct {
 	Length    time.Duration
 	Reasoning bool
 	Censored  bool
+	Count     int64
 }
 
 // AutoTimeout marks a Rule's StallTimeout or ReasoningStallTimeout as
@@ -171,10 +174,15 @@ func (l *gapLearner) observe(now int64, gaps []Gap) {
 		if est == nil {
 			continue
 		}
-		if g.Censored {
+		switch {
+		case g.Censored:
 			est.ObserveCensored(now, int64(g.Length))
-		} else {
-			est.Observe(now, int64(g.Length))
+		default:
+			// A gap of 0 (chunks stamped alike: they came in one read)
+			// is a gap, the shortest: kept as 1 ns, the least the
+			// estimator holds, so that the learned quantile is one of
+			// every gap, not of the nonzero ones.
+			est.ObserveN(now, max(int64(g.Length), 1), max(g.Count, 1))
 		}
 	}
 }

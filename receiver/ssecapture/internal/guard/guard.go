@@ -94,7 +94,11 @@ type Settings struct {
 // maxLearnedModels bounds the models a rule learns delays and gaps for
 // apart; the models past it learn together, in the rule's shared policy. A
 // request names its model, so without a bound a client could make the
-// proxy keep an estimator per name it invents.
+// proxy keep an estimator per name it invents; and a model is kept only
+// once one of its calls brought content (Policy.admit), so that names a
+// client invents, each answered with an error, cannot fill the bound and
+// leave the models that come after them without a policy of their own, and
+// without the fleet's advice for them.
 const maxLearnedModels = 1000
 
 // Guard holds the policies of every rule and the state calls share: the
@@ -133,6 +137,10 @@ type Policy struct {
 	provider, model string
 	minSamples      int
 	autoDelay       bool
+	// rl and key are the rule and the model of a per-model policy, kept in
+	// rl.perModel once admitted; rl is nil for a shared policy.
+	rl  *rule
+	key modelKey
 }
 
 type modelKey struct{ provider, model string }
@@ -210,9 +218,27 @@ func (g *Guard) For(provider, model string) *Policy {
 	if len(r.perModel) >= maxLearnedModels {
 		return r.shared
 	}
+	// Not kept yet: the call learns in a policy of the model's own, kept
+	// if the call brings content.
 	p := g.newPolicy(&r.Rule, k)
-	r.perModel[k] = p
+	p.rl, p.key = r, k
 	return p
+}
+
+// admit keeps a per-model policy for its model's later calls, once a call
+// guarded by it brought content: the model exists upstream. A policy kept
+// already, or one another call of the same model got kept first, or a
+// rule at its bound, leaves things as they are.
+func (p *Policy) admit() {
+	r := p.rl
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.perModel[p.key]; !ok && len(r.perModel) < maxLearnedModels {
+		r.perModel[p.key] = p
+	}
 }
 
 // takeFleetDelay installs the fleet's hedge delay for the policy's model

@@ -339,6 +339,7 @@ func (s *Session) handle(e event) {
 	}
 	switch e.kind {
 	case evContent:
+		s.pol.admit()
 		switch {
 		case rd.blind || rd.overflow:
 			// Committed before any content chunk was seen: no TTFT to learn.
@@ -855,3 +856,6 @@ func (s *Session) RefusedShared() int { return s.race.RefusedShared() }
 
 // Won reports whether an attempt other than the first was committed.
 func (s *Session) Won() bool { return s.race.Committed() > 0 }
+
+// When is the time the event arrived (hedgecore.Timed).
+func (e event) When() int64 { return e.at }

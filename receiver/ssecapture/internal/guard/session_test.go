@@ -545,8 +545,10 @@ func TestLearnedDelayAndModels(t *testing.T) {
 	})
 	assert.Same(t, g.For("openai", "gpt-4o"), g.For("openai", "gpt-4o-mini"), "a fixed rule: one policy")
 	o3 := g.For("openai", "o3-mini")
-	assert.NotSame(t, o3, g.For("openai", "o3-pro"), "a learning rule learns per model")
+	assert.NotSame(t, o3, g.For("openai", "o3-mini"), "a model is kept once a call of it brought content")
+	o3.admit()
 	assert.Same(t, o3, g.For("openai", "o3-mini"))
+	assert.NotSame(t, o3, g.For("openai", "o3-pro"), "a learning rule learns per model")
 	d, src := o3.hp.DelayFrom(0)
 	assert.Equal(t, int64(3*time.Second), d)
 	assert.Equal(t, hedgecore.DelayFallback, src)
@@ -557,6 +559,7 @@ func TestLearnedDelayAndModels(t *testing.T) {
 	assert.Equal(t, hedgecore.DelayLocal, src)
 
 	th := g.For("openai", "claude-thinking")
+	th.admit()
 	assert.Equal(t, 30*time.Second, th.StallTimeout(true), "the floor until enough gaps are in")
 	gaps := make([]Gap, 0, 100)
 	for range 100 {

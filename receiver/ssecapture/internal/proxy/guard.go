@@ -127,10 +127,19 @@ func (g *guardCall) terminal() {
 	}
 }
 
-// arrived tells the watchdog of a read not classified yet.
-func (g *guardCall) arrived(at int64) {
+// reading tells the watchdog the copy loop reads the upstream again, at
+// at.
+func (g *guardCall) reading(at int64) {
 	if g.progress != nil {
-		g.progress.Arrived(at)
+		g.progress.Reading(at)
+	}
+}
+
+// arrived tells the watchdog of a read not classified yet, which came back
+// at returned with bytes that arrived at at.
+func (g *guardCall) arrived(at, returned int64) {
+	if g.progress != nil {
+		g.progress.Arrived(at, returned)
 	}
 }
 
@@ -210,20 +219,34 @@ func (c *call) settleGuard() {
 }
 
 // gaps are the gaps between the call's content chunks for a learned stall
-// timeout; the silence an unfinished stream ended in is a censored one. A
-// gap across elided chunks (figures.Keeper) is none: each of the gaps in it
-// was at most keep_gaps_above, and they are not known one by one.
+// timeout; the silence an unfinished stream ended in is a censored one. The
+// gaps across elided chunks (figures.Keeper), each at most keep_gaps_above
+// and not known one by one, are a run at their mean, as stall_metrics
+// records them (figures.GapRun): left out, a long stream would teach only
+// its long gaps, and the bound on its events would raise the timeout. A
+// run's reasoning gaps (those its reasoning chunks end) are a run apart.
 func (c *call) gaps() []guard.Gap {
 	kept := c.chunks.Chunks()
 	gaps := make([]guard.Gap, 0, len(kept))
 	for i := 1; i < len(kept); i++ {
-		if kept[i].Elided > 0 {
+		reasoning := kept[i].Kind == semconv.ChunkKindReasoning
+		span := kept[i].At - kept[i-1].At
+		if kept[i].Elided == 0 {
+			gaps = append(gaps, guard.Gap{Length: time.Duration(span), Reasoning: reasoning})
 			continue
 		}
-		gaps = append(gaps, guard.Gap{
-			Length:    time.Duration(kept[i].At - kept[i-1].At),
-			Reasoning: kept[i].Kind == semconv.ChunkKindReasoning,
-		})
+		n := kept[i].Elided + 1
+		mean := time.Duration(span / n)
+		r := kept[i].ElidedReasoning
+		if reasoning {
+			r++
+		}
+		if r > 0 {
+			gaps = append(gaps, guard.Gap{Length: mean, Reasoning: true, Count: r})
+		}
+		if n > r {
+			gaps = append(gaps, guard.Gap{Length: mean, Count: n - r})
+		}
 	}
 	if !c.terminal || c.errType != "" {
 		last := kept[len(kept)-1]

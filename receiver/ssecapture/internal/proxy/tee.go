@@ -80,9 +80,13 @@ func (b *streamTee) Read(p []byte) (int, error) {
 	if len(b.reads) > 0 && (b.eager || len(b.reads) >= parseBatchReads || len(b.batch) >= parseBatchBytes) {
 		b.parseBatch()
 	}
+	if b.eager {
+		b.c.guard.reading(b.c.d.clock.Now().UnixNano())
+	}
 	n, err := b.rc.Read(p)
 	if n > 0 {
-		at := b.c.d.clock.Now().UnixNano()
+		returned := b.c.d.clock.Now().UnixNano()
+		at := returned
 		if b.arrivals != nil {
 			if t, ok := b.arrivals.ArrivedAt(); ok {
 				at = t // held before commit: stamped when it arrived
@@ -91,7 +95,7 @@ func (b *streamTee) Read(p []byte) (int, error) {
 		b.batch = append(b.batch, p[:n]...)
 		b.reads = append(b.reads, readMark{end: len(b.batch), at: at})
 		if b.eager {
-			b.c.guard.arrived(at)
+			b.c.guard.arrived(at, returned)
 		}
 	}
 	switch {
