@@ -6,6 +6,7 @@ package hedge
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
@@ -18,6 +19,13 @@ import (
 
 // errCallClosed ends a call closed before its end.
 var errCallClosed = errors.New("hedge: call closed")
+
+// errEmptyAnswer is an attempt whose stream ended before any content with
+// no finish reason either ("data: [DONE]" alone): a broken answer, which
+// fails as a 5xx does rather than win the race with nothing. An answer
+// that says why it is empty (a content filter, a max_tokens of 0) is an
+// answer.
+var errEmptyAnswer = errors.New("hedge: the source ended its stream with no content and no finish reason")
 
 // Call is one logical call in flight. Its methods are for one goroutine,
 // like a bufio.Scanner: Next, Chunk, Err, Result, Close. Only the readers of
@@ -58,7 +66,9 @@ type liveAttempt struct {
 	usage  Usage
 	finish string
 	err    error
-	ended  bool
+	// failedAt is when the attempt's reader failed; its span ends then.
+	failedAt int64
+	ended    bool
 }
 
 // attemptEvent is what a reader goroutine hands to the call: one stream
@@ -154,7 +164,7 @@ func (c *Call) handle(e attemptEvent) {
 	}
 	switch {
 	case e.err != nil:
-		a.err = e.err
+		a.err, a.failedAt = e.err, e.at
 		var wait time.Duration
 		if se := (*StatusError)(nil); errors.As(e.err, &se) {
 			wait = se.RetryAfter
@@ -185,6 +195,12 @@ func (c *Call) handle(e attemptEvent) {
 		}
 	case e.ev.Type == EventDone:
 		a.usage, a.finish = e.ev.Usage, e.ev.FinishReason
+		if c.race.Attempt(i).Chunks == 0 && e.ev.FinishReason == "" {
+			err := fmt.Errorf("%w (%s)", errEmptyAnswer, c.h.sources[c.race.Attempt(i).Source].Name())
+			a.err, a.failedAt = err, e.at
+			c.race.FailAfter(i, e.at, hedgecore.Retryable, err, e.at)
+			return
+		}
 		c.race.Complete(i, e.at)
 	}
 }
@@ -321,6 +337,9 @@ func (c *Call) endAttempt(i int, representative bool, now int64) {
 		return
 	}
 	a.ended = true
+	if a.failedAt != 0 {
+		now = a.failedAt // a failed attempt ran until it failed, not until the call ended
+	}
 	ra := c.race.Attempt(i)
 	var err error
 	switch {
@@ -351,3 +370,6 @@ func joinText(chunks []Chunk) string {
 	}
 	return b.String()
 }
+
+// When is the time the event arrived (hedgecore.Timed).
+func (e attemptEvent) When() int64 { return e.at }

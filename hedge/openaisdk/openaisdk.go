@@ -11,12 +11,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/ssestream"
 
 	"github.com/streamstall/streamstall/hedge"
+	"github.com/streamstall/streamstall/internal/hedgecore"
 	"github.com/streamstall/streamstall/internal/llmstream"
 	"github.com/streamstall/streamstall/internal/sse"
 )
@@ -78,7 +80,13 @@ func (s *source) Open(ctx context.Context, req *hedge.Request) (hedge.Stream, er
 func (s *source) mapError(err error) error {
 	var apiErr *openai.Error
 	if errors.As(err, &apiErr) {
-		return &hedge.StatusError{Source: s.name, StatusCode: apiErr.StatusCode, Body: apiErr.Message}
+		se := &hedge.StatusError{Source: s.name, StatusCode: apiErr.StatusCode, Body: apiErr.Message}
+		if apiErr.Response != nil {
+			// The wait the source asked for, as the HTTP sources read it:
+			// no attempt of the call goes to it before the wait is over.
+			se.RetryAfter, _ = hedgecore.RetryAfter(apiErr.Response.Header, time.Now())
+		}
+		return se
 	}
 	var streamErr *ssestream.StreamError
 	if errors.As(err, &streamErr) {

@@ -21,6 +21,8 @@ type testEvent struct {
 	done    bool
 }
 
+func (e testEvent) When() int64 { return e.at }
+
 // recorder carries out a race's actions by writing them down, and hands
 // events to the race.
 type recorder struct {

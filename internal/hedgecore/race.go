@@ -303,8 +303,11 @@ func (r *Race) content(i int, now int64, text, answer, seen bool) bool {
 			return false
 		}
 		// A continuation delivered before the stalled stream resumed: it
-		// takes over the stream, the stalled attempt is dropped for good.
-		r.cancel(r.committed)
+		// takes over the stream, the stalled attempt is dropped for good
+		// (one that broke stays failed).
+		if r.attempts[r.committed].State == Running {
+			r.cancel(r.committed)
+		}
 		r.committed = i
 	default:
 		// The committed stream resumed before any continuation spoke: first
@@ -374,8 +377,10 @@ func (r *Race) Fail(i int, now int64, class Class, err error) {
 		// A 4xx is that source's refusal: a wrong request, or a model or
 		// key the source does not have (an alternate of another provider).
 		// No attempt starts on it; the call ends with it once no other
-		// attempt can still answer, or when the committed stream had it.
-		if r.committed == i || !r.running() {
+		// attempt can still answer, or when the committed stream had it
+		// (in buffered delivery nothing was delivered: the leader is no
+		// committed stream, and a running hedge may still answer).
+		if (!r.buffered && r.committed == i) || !r.running() {
 			r.finish(i, err)
 		}
 		return

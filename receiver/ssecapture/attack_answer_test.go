@@ -72,7 +72,8 @@ func TestGuardErrorFrameAfterCommitCostsTheBudget(t *testing.T) {
 // TestGuardAnErrorAnswerDoesNotWinTheRace: the primary is slow to its first
 // content (past the hedge delay) but answers; the hedge goes to an
 // alternate (a gateway) that answers at once with no content at all: its
-// API's error object under 200, or a redirect. The attempt committed is the
+// API's error object under 200, a redirect, or a stream that ends at once
+// with no content and no finish reason. The attempt committed is the
 // first whose first content chunk arrives (docs/contract.md section 7): the
 // client gets the primary's stream, never the gateway's error or redirect
 // (which a redirect-following SDK would follow to a host the operator never
@@ -100,6 +101,7 @@ func TestGuardAnErrorAnswerDoesNotWinTheRace(t *testing.T) {
 		{"redirect", func(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, "https://login.gateway.example/", http.StatusFound)
 		}},
+		{"empty stream", answer("text/event-stream", doneEvent)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHostileGuard(t, slow, tc.alternate, func(g *GuardConfig) {
