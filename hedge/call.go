@@ -68,7 +68,9 @@ type liveAttempt struct {
 	err    error
 	// failedAt is when the attempt's reader failed; its span ends then.
 	failedAt int64
-	ended    bool
+	// events are the chunk events its span gets when it ends, bounded.
+	events *hedgecore.Keeper
+	ended  bool
 }
 
 // attemptEvent is what a reader goroutine hands to the call: one stream
@@ -178,7 +180,7 @@ func (c *Call) handle(e attemptEvent) {
 		} else {
 			deliver = c.race.Content(i, e.at, ch.Kind == ChunkText)
 		}
-		c.tel.chunk(a.span, e.at, ch.Kind)
+		c.tel.chunk(a, e.at, ch.Kind)
 		switch {
 		case c.race.Buffered():
 			a.chunks = append(a.chunks, ch)

@@ -288,6 +288,8 @@ func TestNewValidates(t *testing.T) {
 	assert.ErrorContains(t, err, "quantile")
 	assert.ErrorContains(t, err, "max attempts")
 	assert.ErrorContains(t, err, "shorter than the stall timeout")
+	_, err = New([]Source{src}, MaxChunkEvents(3))
+	assert.ErrorContains(t, err, "max chunk events 3 is below 4")
 	h, err := New([]Source{src})
 	require.NoError(t, err)
 	_, err = h.Stream(context.Background(), Request{})

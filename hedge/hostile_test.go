@@ -202,3 +202,66 @@ func TestEmptyStreamIsNoAnswer(t *testing.T) {
 	assert.Equal(t, "primary", res.Source, "an attempt without any content won the race")
 	assert.NotEmpty(t, res.Text)
 }
+
+// TestLongStreamKeepsItsFigures: a 300-chunk answer (an ordinary length)
+// with one 3 s stall, through the hedge client with an SDK TracerProvider
+// at its default limits. The SDK keeps at most 128 events per span and
+// evicts the oldest: unbounded, the span would lose its first chunks, and
+// the stall processor would derive llm.stream.ttft_ms from chunk 173 and
+// hedge_advisor learn that TTFT. The client elides as the receiver does
+// (docs/contract.md section 3): the first chunk and both chunks of the
+// stall are kept, the rest counted.
+func TestLongStreamKeepsItsFigures(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp)) // default span limits
+	defer func() { require.NoError(t, tp.Shutdown(context.Background())) }()
+	clock := clockwork.NewFakeClock()
+	a := newPipeSource("a")
+	h, err := New([]Source{a}, Delay(time.Hour), withClock(clock), TracerProvider(tp))
+	require.NoError(t, err)
+	c := consume(t, h, hello)
+	pa := recv(t, a.opened)
+	start := clock.Now()
+	clock.Advance(400 * time.Millisecond) // TTFT 400 ms
+	first := clock.Now()
+	for i := range 300 {
+		pa.events <- text("x")
+		c.next(t)
+		clock.Advance(10 * time.Millisecond)
+		if i == 150 {
+			clock.Advance(3 * time.Second)
+		}
+	}
+	pa.events <- Event{Type: EventDone}
+	require.NoError(t, c.end(t))
+
+	span := attempt(t, exp.GetSpans(), 0)
+	require.NotEmpty(t, span.Events)
+	earliest := span.Events[0].Time
+	for _, e := range span.Events {
+		if e.Time.Before(earliest) {
+			earliest = e.Time
+		}
+	}
+	assert.Equal(t, first.Sub(start), earliest.Sub(span.StartTime),
+		"the TTFT the span gives (first chunk event - start) is the stream's (%d events kept, %d dropped)",
+		len(span.Events), span.DroppedEvents)
+	assert.Zero(t, span.DroppedEvents, "the SDK dropped none")
+	assert.LessOrEqual(t, len(span.Events), DefaultMaxChunkEvents)
+	var counted, stalls int64
+	for i, e := range span.Events {
+		counted++
+		for _, kv := range e.Attributes {
+			if kv.Key == semconv.AttrChunkElided {
+				counted += kv.Value.AsInt64()
+			}
+		}
+		if i > 0 && e.Time.Sub(span.Events[i-1].Time) > 2*time.Second {
+			stalls++
+		}
+	}
+	assert.Equal(t, int64(300), counted, "every chunk is an event or counted on one")
+	assert.Equal(t, int64(1), stalls, "both chunks of the stall are kept")
+	assert.Equal(t, int64(300-len(span.Events)), attr(t, span, semconv.AttrChunkEventsElided).AsInt64())
+	assert.Equal(t, float64(2000), attr(t, span, semconv.AttrChunkEventsKeepGapsAboveMs).AsFloat64())
+}

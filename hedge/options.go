@@ -22,6 +22,10 @@ const (
 	DefaultMaxAttempts   = 3
 	DefaultMaxTokens     = 100
 	DefaultTokenRatio    = 0.1
+	// DefaultMaxChunkEvents bounds the chunk events of an attempt's span:
+	// under the OpenTelemetry SDK's default of 128 events a span, which
+	// drops the oldest past it (the first chunk, and the TTFT with it).
+	DefaultMaxChunkEvents = 120
 )
 
 // Option configures a Hedger.
@@ -42,6 +46,7 @@ type config struct {
 	clock        clockwork.Clock
 	tracer       trace.TracerProvider
 	keepalives   bool
+	maxEvents    int
 	advice       *adviceConfig
 }
 
@@ -56,6 +61,7 @@ func defaultConfig() config {
 		maxTokens:    DefaultMaxTokens,
 		tokenRatio:   DefaultTokenRatio,
 		maxAttempts:  DefaultMaxAttempts,
+		maxEvents:    DefaultMaxChunkEvents,
 		clock:        clockwork.NewRealClock(),
 		tracer:       noop.NewTracerProvider(),
 	}
@@ -135,6 +141,18 @@ func RecordKeepalives() Option {
 	return func(c *config) { c.keepalives = true }
 }
 
+// MaxChunkEvents bounds the chunk events of an attempt's span (default
+// DefaultMaxChunkEvents, at least 4). Past it chunks are elided as the
+// sse_capture receiver elides them (docs/contract.md section 3): the first
+// chunk, the first answer and reasoning chunk, the last, and both chunks of
+// every gap over 2 s are kept, and the span counts the rest, so that its
+// figures stay exact. Raise it with the SDK's span event limit
+// (sdktrace.WithSpanLimits, OTEL_SPAN_EVENT_COUNT_LIMIT), never above it:
+// the SDK drops the oldest events past its limit.
+func MaxChunkEvents(n int) Option {
+	return func(c *config) { c.maxEvents = n }
+}
+
 func (c *config) validate() error {
 	var errs []error
 	if c.delay < 0 {
@@ -151,6 +169,9 @@ func (c *config) validate() error {
 	}
 	if c.stallAfter > 0 && c.stallTimeout > 0 && c.stallAfter >= c.stallTimeout {
 		errs = append(errs, fmt.Errorf("stall after %s must be shorter than the stall timeout %s", c.stallAfter, c.stallTimeout))
+	}
+	if c.maxEvents < 4 {
+		errs = append(errs, fmt.Errorf("max chunk events %d is below 4 (the first chunk, answer and reasoning chunk, and the last)", c.maxEvents))
 	}
 	if c.maxAttempts < 1 {
 		errs = append(errs, fmt.Errorf("max attempts %d is below 1", c.maxAttempts))

@@ -36,6 +36,7 @@ type callTelemetry struct {
 	// stallTimeout is the watchdog's timeout (nanoseconds), written on the
 	// attempts it cut.
 	stallTimeout int64
+	maxEvents    int
 }
 
 func (t *callTelemetry) startCall(ctx context.Context, h *Hedger, buffered bool, start time.Time) context.Context {
@@ -49,7 +50,7 @@ func (t *callTelemetry) startCall(ctx context.Context, h *Hedger, buffered bool,
 			attribute.Bool(semconv.AttrRequestStream, !buffered),
 		))
 	t.on = t.span.IsRecording()
-	t.stallTimeout = h.policy.StallTimeout()
+	t.stallTimeout, t.maxEvents = h.policy.StallTimeout(), h.cfg.maxEvents
 	if t.on {
 		var id [8]byte
 		sc := t.span.SpanContext()
@@ -92,11 +93,43 @@ func (t *callTelemetry) startAttempt(ctx context.Context, h *Hedger, src Source,
 		trace.WithAttributes(attrs...))
 }
 
-func (t *callTelemetry) chunk(span trace.Span, at int64, kind ChunkKind) {
-	if t.on {
-		span.AddEvent(semconv.EventChunk, trace.WithTimestamp(time.Unix(0, at)),
-			trace.WithAttributes(attribute.String(semconv.AttrChunkKind, kind.String())))
+// chunk counts a content chunk of attempt a, which its span gets as a
+// chunk event when it ends: the SDK keeps a span's newest events past its
+// limit, so the chunk events, written last and bounded below it, are never
+// the ones it drops.
+func (t *callTelemetry) chunk(a *liveAttempt, at int64, kind ChunkKind) {
+	if !t.on {
+		return
 	}
+	if a.events == nil {
+		a.events = hedgecore.NewKeeper(t.maxEvents, hedgecore.DefaultKeepGapsAbove)
+	}
+	a.events.Add(at, kind.String())
+}
+
+// putChunks writes the chunk events kept of attempt a, with the counts of
+// those elided (docs/contract.md section 3).
+func putChunks(a *liveAttempt) []attribute.KeyValue {
+	if a.events == nil {
+		return nil
+	}
+	for _, c := range a.events.Chunks() {
+		attrs := []attribute.KeyValue{attribute.String(semconv.AttrChunkKind, c.Kind)}
+		if c.Elided > 0 {
+			attrs = append(attrs, attribute.Int64(semconv.AttrChunkElided, c.Elided))
+		}
+		if c.ElidedReasoning > 0 {
+			attrs = append(attrs, attribute.Int64(semconv.AttrChunkElidedReasoning, c.ElidedReasoning))
+		}
+		a.span.AddEvent(semconv.EventChunk, trace.WithTimestamp(time.Unix(0, c.At)), trace.WithAttributes(attrs...))
+	}
+	if n := a.events.Elided(); n > 0 {
+		return []attribute.KeyValue{
+			attribute.Int64(semconv.AttrChunkEventsElided, n),
+			attribute.Float64(semconv.AttrChunkEventsKeepGapsAboveMs, float64(a.events.KeepGapsAbove())/1e6),
+		}
+	}
+	return nil
 }
 
 func (t *callTelemetry) keepalive(span trace.Span, at int64) {
@@ -113,7 +146,7 @@ func (t *callTelemetry) endAttempt(a *liveAttempt, _ Source, winner bool, err er
 	if winner {
 		outcome = semconv.HedgeOutcomeWinner
 	}
-	attrs := []attribute.KeyValue{attribute.String(semconv.AttrHedgeOutcome, outcome)}
+	attrs := append(putChunks(a), attribute.String(semconv.AttrHedgeOutcome, outcome))
 	if a.model != "" {
 		attrs = append(attrs, attribute.String(semconv.AttrResponseModel, a.model))
 	}

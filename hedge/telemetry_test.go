@@ -195,8 +195,9 @@ func TestTelemetryOfAHedgedCall(t *testing.T) {
 	assert.Equal(t, int64(3), attr(t, winner, semconv.AttrUsageOutputTokens).AsInt64())
 	assert.Equal(t, "openai", attr(t, winner, semconv.AttrProviderName).AsString())
 	assert.Equal(t, "chat", attr(t, winner, semconv.AttrOperationName).AsString())
-	require.Len(t, winner.Events, 4, "three chunks and a keepalive")
-	assert.Equal(t, []attribute.KeyValue{attribute.String(semconv.AttrChunkKind, semconv.ChunkKindText)}, winner.Events[0].Attributes)
+	require.Len(t, winner.Events, 4, "a keepalive, then three chunks: a span's chunk events are written when it ends")
+	assert.Equal(t, semconv.EventKeepalive, winner.Events[0].Name)
+	assert.Equal(t, []attribute.KeyValue{attribute.String(semconv.AttrChunkKind, semconv.ChunkKindText)}, winner.Events[1].Attributes)
 	assert.Equal(t, codes.Unset, loser.Status.Code, "losing is not an error")
 	assert.Equal(t, 150*time.Millisecond, loser.EndTime.Sub(loser.StartTime), "the loser's span ends when it is dropped, at commit")
 	// The call span is the parent of both and carries no chunk and no hedge

@@ -47,5 +47,5 @@ func TestRetryAfterOfTheSDKSource(t *testing.T) {
 	assert.Equal(t, 429, se.StatusCode)
 	assert.Equal(t, 1500*time.Millisecond, se.RetryAfter, "the source's Retry-After is lost")
 	time.Sleep(50 * time.Millisecond)
-	assert.Equal(t, 1, len(srv.Requests()), "the source that asked to wait was asked again at once")
+	assert.Len(t, srv.Requests(), 1, "the source that asked to wait is not asked again at once")
 }

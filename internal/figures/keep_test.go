@@ -77,8 +77,8 @@ func spanOf(cs []chunk, k *Keeper) ptrace.Span {
 	for _, c := range cs {
 		k.Add(c.at, c.kind)
 	}
-	k.AppendEvents(span.Events())
-	k.PutAttributes(span.Attributes())
+	AppendChunkEvents(k, span.Events())
+	PutElision(k, span.Attributes())
 	return span
 }
 
@@ -140,7 +140,7 @@ func TestKeeperBelowTheBoundKeepsEveryChunk(t *testing.T) {
 	assert.Len(t, k.Chunks(), 8)
 	assert.Zero(t, k.Elided())
 	span := ptrace.NewSpan()
-	k.PutAttributes(span.Attributes())
+	PutElision(k, span.Attributes())
 	assert.Zero(t, span.Attributes().Len(), "a span with every chunk says nothing of elision")
 }
 
@@ -173,8 +173,8 @@ func TestElisionCountsAreJudged(t *testing.T) {
 		}
 		span := ptrace.NewSpan()
 		span.SetStartTimestamp(pcommon.Timestamp(keepStart))
-		k.AppendEvents(span.Events())
-		k.PutAttributes(span.Attributes())
+		AppendChunkEvents(k, span.Events())
+		PutElision(k, span.Attributes())
 		return span
 	}
 	reader := NewChunkReader(DefaultChunkEventsConfig())

@@ -995,8 +995,8 @@ func (b *bodyDecoder) elide(chunks []int64, maxEvents int, span ptrace.Span) {
 		// A record's chunks carry no kind: they are answer chunks.
 		k.Add(at, "")
 	}
-	k.AppendEvents(span.Events())
-	k.PutAttributes(span.Attributes())
+	figures.AppendChunkEvents(k, span.Events())
+	figures.PutElision(k, span.Attributes())
 	b.spent -= costEvent * k.Elided()
 }
 

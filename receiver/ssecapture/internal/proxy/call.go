@@ -486,7 +486,7 @@ func (c *call) fillSpan(span ptrace.Span, end int64) {
 		attrs.PutStr(semconv.AttrCaptureError, c.captureErr)
 	}
 	if c.chunks != nil {
-		c.chunks.PutAttributes(attrs)
+		figures.PutElision(c.chunks, attrs)
 	}
 	if c.framesDropped > 0 {
 		attrs.PutInt(semconv.AttrKeepaliveEventsDropped, c.framesDropped)
@@ -504,7 +504,7 @@ func (c *call) fillSpan(span ptrace.Span, end int64) {
 	events := span.Events()
 	if c.chunks != nil {
 		events.EnsureCapacity(len(c.chunks.Chunks()) + len(c.frames))
-		c.chunks.AppendEvents(events)
+		figures.AppendChunkEvents(c.chunks, events)
 	}
 	for _, fr := range c.frames {
 		ev := events.AppendEmpty()
