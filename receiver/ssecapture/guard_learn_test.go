@@ -22,7 +22,7 @@ import (
 // with a pause of pause before the chunks at the indexes in pausesAt, then
 // [DONE]: a long answer whose upstream paused once, briefly.
 func longStream(n int, pause time.Duration, pausesAt ...int) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+	return func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		fl := w.(http.Flusher)
 		_, _ = fmt.Fprint(w, `data: {"id":"c1","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}`+"\n\n")
