@@ -194,20 +194,29 @@ func TestStreamWatchdogOnFakeClock(t *testing.T) {
 	recv(t, pa.closed)
 }
 
+// completed is what a Complete call returned.
+type completed struct {
+	res Result
+	err error
+}
+
+// completeAsync runs a Complete call of hello on h; its result comes on the
+// channel.
+func completeAsync(h *Hedger) <-chan completed {
+	done := make(chan completed, 1)
+	go func() {
+		res, err := h.Complete(context.Background(), hello)
+		done <- completed{res, err}
+	}()
+	return done
+}
+
 func TestCompleteBufferedStallAfterOnFakeClock(t *testing.T) {
 	clock := clockwork.NewFakeClock()
 	a, b := newPipeSource("a"), newPipeSource("b")
 	h, err := New([]Source{a, b}, Delay(time.Hour), StallAfter(2*time.Second), StallTimeout(time.Minute), withClock(clock))
 	require.NoError(t, err)
-	type out struct {
-		res Result
-		err error
-	}
-	done := make(chan out, 1)
-	go func() {
-		res, err := h.Complete(context.Background(), hello)
-		done <- out{res, err}
-	}()
+	done := completeAsync(h)
 	pa := recv(t, a.opened)
 	// Buffered delivery gives the test no chunk to wait on: feed waits
 	// until both arrivals were stamped, before the clock moves.

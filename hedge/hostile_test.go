@@ -155,15 +155,7 @@ func TestBufferedLeaderRefusalLeavesTheHedgeToAnswer(t *testing.T) {
 	a, b := newPipeSource("a"), newPipeSource("b")
 	h, err := New([]Source{a, b}, Delay(time.Hour), StallAfter(2*time.Second), StallTimeout(time.Minute), withClock(clock))
 	require.NoError(t, err)
-	type out struct {
-		res Result
-		err error
-	}
-	done := make(chan out, 1)
-	go func() {
-		res, err := h.Complete(context.Background(), hello)
-		done <- out{res, err}
-	}()
+	done := completeAsync(h)
 	pa := recv(t, a.opened)
 	pa.feed(t, text("one "))
 	blockUntil(t, clock, 1)

@@ -27,7 +27,10 @@ func TestMain(m *testing.M) {
 
 var hello = hedge.Request{Messages: []hedge.Message{{Role: "user", Content: "hello"}}}
 
-func TestSourceRacesLikeAnyOther(t *testing.T) {
+// fakeSources starts a fakellm and returns it with a maker of SDK sources
+// in front of it, each scripted, its model "sdk-" and its name.
+func fakeSources(t *testing.T) (*fakellm.Server, func(name string, s fakellm.Script) hedge.Source) {
+	t.Helper()
 	srv, err := fakellm.New(fakellm.Config{})
 	require.NoError(t, err)
 	ts := httptest.NewServer(srv)
@@ -35,13 +38,17 @@ func TestSourceRacesLikeAnyOther(t *testing.T) {
 		ts.CloseClientConnections()
 		ts.Close()
 	})
-	newSource := func(name string, s fakellm.Script) hedge.Source {
+	return srv, func(name string, s fakellm.Script) hedge.Source {
 		b, err := json.Marshal(s)
 		require.NoError(t, err)
 		client := openai.NewClient(option.WithBaseURL(ts.URL+"/v1"), option.WithAPIKey("sk-test"),
 			option.WithHeader(fakellm.HeaderScript, string(b)), option.WithMaxRetries(0))
 		return NewSource(name, client, openai.ChatCompletionNewParams{Model: "sdk-" + name})
 	}
+}
+
+func TestSourceRacesLikeAnyOther(t *testing.T) {
+	srv, newSource := fakeSources(t)
 	slow := newSource("slow", fakellm.Script{TTFTMillis: 3000, GapsMillis: []float64{1, 1}})
 	fast := newSource("fast", fakellm.Script{TTFTMillis: 5, GapsMillis: []float64{1, 1, 1}})
 	assert.Equal(t, "openai", fast.Provider())
@@ -81,4 +88,25 @@ func TestKindOf(t *testing.T) {
 	assert.Equal(t, hedge.ChunkToolCall, kindOf(semconv.ChunkKindToolCall))
 	assert.Equal(t, hedge.ChunkReasoning, kindOf(semconv.ChunkKindReasoning))
 	assert.Equal(t, hedge.ChunkText, kindOf(""))
+}
+
+// TestRetryAfterOfTheSDKSource: the only source answers 429 with a
+// Retry-After of 1.5 s. As for the HTTP sources
+// (TestIntegrationRetryAfterEndsTheCallWithTheWait), the StatusError
+// carries the wait, and the Hedger does not call the source again against
+// its answer: hedge/README.md, "no attempt of the call goes to a source
+// before its wait is over".
+func TestRetryAfterOfTheSDKSource(t *testing.T) {
+	srv, newSource := fakeSources(t)
+	src := newSource("limited", fakellm.Script{Status: 429, RetryAfterMillis: 1500})
+
+	h, err := hedge.New([]hedge.Source{src}, hedge.Delay(time.Hour), hedge.MaxAttempts(3))
+	require.NoError(t, err)
+	_, err = h.Complete(context.Background(), hello)
+	var se *hedge.StatusError
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, 429, se.StatusCode)
+	assert.Equal(t, 1500*time.Millisecond, se.RetryAfter, "the source's Retry-After is lost")
+	time.Sleep(50 * time.Millisecond)
+	assert.Len(t, srv.Requests(), 1, "the source that asked to wait is not asked again at once")
 }

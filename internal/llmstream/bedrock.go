@@ -4,6 +4,7 @@
 package llmstream
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -147,29 +148,29 @@ type nativeEvent struct {
 	Type string `json:"type"`
 	// Object is OpenAI's: the gpt-oss models on Bedrock take and return
 	// Chat Completions bodies, each streamed chunk a chat.completion.chunk.
-	Object            string          `json:"object"`
-	ContentBlockDelta json.RawMessage `json:"contentBlockDelta"`
-	MessageStop       json.RawMessage `json:"messageStop"`
-	Metadata          json.RawMessage `json:"metadata"`
-	Generation        string          `json:"generation"`
-	StopReason        *string         `json:"stop_reason"`
-	OutputText        string          `json:"outputText"`
-	CompletionReason  *string         `json:"completionReason"`
-	Outputs           []struct {
-		Text       string  `json:"text"`
-		StopReason *string `json:"stop_reason"`
-	} `json:"outputs"`
-	Text         string  `json:"text"`
-	FinishReason *string `json:"finish_reason"`
-	Generations  []struct {
-		Text         string  `json:"text"`
-		FinishReason *string `json:"finish_reason"`
-	} `json:"generations"`
-	Choices []struct {
-		Text       string  `json:"text"`
-		StopReason *string `json:"stop_reason"`
-	} `json:"choices"`
+	Object            string             `json:"object"`
+	ContentBlockDelta json.RawMessage    `json:"contentBlockDelta"`
+	MessageStop       json.RawMessage    `json:"messageStop"`
+	Metadata          json.RawMessage    `json:"metadata"`
+	Generation        string             `json:"generation"`
+	StopReason        *string            `json:"stop_reason"`
+	OutputText        string             `json:"outputText"`
+	CompletionReason  *string            `json:"completionReason"`
+	Outputs           []textPart         `json:"outputs"`
+	Text              string             `json:"text"`
+	FinishReason      *string            `json:"finish_reason"`
+	Generations       []textPart         `json:"generations"`
+	Choices           []textPart         `json:"choices"`
 	InvocationMetrics *invocationMetrics `json:"amazon-bedrock-invocationMetrics"`
+}
+
+// textPart is one text of a text-generation model's event, with its stop
+// reason: Mistral's outputs and DeepSeek-R1's choices name it stop_reason,
+// Cohere Command's generations finish_reason.
+type textPart struct {
+	Text         string  `json:"text"`
+	StopReason   *string `json:"stop_reason"`
+	FinishReason *string `json:"finish_reason"`
 }
 
 // invokeChunk is the payload of a chunk event: the model's own event,
@@ -227,22 +228,12 @@ func (n *nativeEvent) classifyText(f *Frame) {
 	if n.FinishReason != nil {
 		reason = n.FinishReason
 	}
-	for _, o := range n.Outputs {
-		text += o.Text
-		if o.StopReason != nil {
-			reason = o.StopReason
-		}
-	}
-	for _, g := range n.Generations {
-		text += g.Text
-		if g.FinishReason != nil {
-			reason = g.FinishReason
-		}
-	}
-	for _, c := range n.Choices {
-		text += c.Text
-		if c.StopReason != nil {
-			reason = c.StopReason
+	for _, parts := range [][]textPart{n.Outputs, n.Generations, n.Choices} {
+		for _, p := range parts {
+			text += p.Text
+			if r := cmp.Or(p.StopReason, p.FinishReason); r != nil {
+				reason = r
+			}
 		}
 	}
 	if reason != nil && *reason != "" {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"testing"
 	"time"
 
@@ -59,23 +60,32 @@ func authConfig(id component.ID) configoptional.Optional[confighttp.AuthConfig] 
 	return configoptional.Some(confighttp.AuthConfig{Config: configauth.Config{AuthenticatorID: id}})
 }
 
-// TestBearerTokenAuthGuardsListeners: the contrib bearertokenauth extension
-// guards either listener through the standard confighttp auth setting.
-func TestBearerTokenAuthGuardsListeners(t *testing.T) {
-	// The proxy's Authorization header carries the provider's key, so the
-	// collector's own token travels in a header of its own.
-	id, host := startBearerAuth(t, "X-Collector-Token", "collector-token")
+// authedProxy returns a config whose proxy, in front of a fakellm that logs
+// what it gets, is guarded by a bearertokenauth extension (its ID and the
+// host that holds it) reading token from header.
+func authedProxy(t *testing.T, header, token string) (*Config, component.ID, component.Host, *upstreamLog) {
+	t.Helper()
+	id, host := startBearerAuth(t, header, token)
 	fake, err := fakellm.New(fakellm.Config{TimeFactor: fastFactor, Chunks: 4})
 	require.NoError(t, err)
 	log := &upstreamLog{next: fake}
 	upstream := httptest.NewServer(log)
 	t.Cleanup(upstream.Close)
-
 	cfg := NewFactory().CreateDefaultConfig().(*Config)
 	p := cfg.Proxy.GetOrInsertDefault()
 	p.NetAddr.Endpoint = "127.0.0.1:0"
 	p.Upstream.Endpoint = upstream.URL
 	p.Auth = authConfig(id)
+	return cfg, id, host, log
+}
+
+// TestBearerTokenAuthGuardsListeners: the contrib bearertokenauth extension
+// guards either listener through the standard confighttp auth setting.
+func TestBearerTokenAuthGuardsListeners(t *testing.T) {
+	// The proxy's Authorization header carries the provider's key, so the
+	// collector's own token travels in a header of its own.
+	cfg, id, host, log := authedProxy(t, "X-Collector-Token", "collector-token")
+	p := cfg.Proxy.Get()
 	p.AuthHeader = "x-collector-token" // any case: header names are case-insensitive
 	require.NoError(t, cfg.Validate())
 	i := cfg.Ingest.GetOrInsertDefault()
@@ -174,4 +184,45 @@ func TestConfigAuthHeader(t *testing.T) {
 	cfg.Proxy.Get().Auth = authConfig(id)
 	cfg.Proxy.Get().AuthHeader = "X-Collector-Token"
 	require.NoError(t, cfg.Validate())
+}
+
+// TestProxyRemovesTheAuthRequestParams: confighttp's auth.request_params
+// hands the listener's authenticator a query parameter (and copies it into
+// the request's header map under the parameter's own spelling). The
+// collector's token, read there, never reaches the provider, as auth_header
+// promises for the header it names: neither in the query string nor as a
+// header; the rest of the query goes on byte for byte.
+func TestProxyRemovesTheAuthRequestParams(t *testing.T) {
+	const token = "collector-token-7f3a"
+	for _, tc := range []struct{ name, param string }{
+		{"canonical name", "X-Collector-Token"},
+		{"lower-case name", "collector_token"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, id, host, log := authedProxy(t, tc.param, token)
+			p := cfg.Proxy.Get()
+			p.Auth = configoptional.Some(confighttp.AuthConfig{
+				Config:            configauth.Config{AuthenticatorID: id},
+				RequestParameters: []string{tc.param},
+			})
+			p.AuthHeader = tc.param
+			require.NoError(t, cfg.Validate())
+			rcv := startReceiver(t, cfg, new(consumertest.TracesSink), host, nil)
+
+			target := "http://" + rcv.addrs["proxy"].String() + shapes[0].path + "?keep=a%2Fb&" + url.QueryEscape(tc.param) + "=" + url.QueryEscape("Bearer "+token) + "&also=1"
+			resp, body := post(t, testClient(t), target, shapes[0].body, http.Header{"Authorization": {"Bearer sk-provider"}})
+			require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+
+			log.mu.Lock()
+			defer log.mu.Unlock()
+			require.Len(t, log.uris, 1)
+			assert.NotContains(t, log.uris[0], "collector-token", "the collector's token reached the upstream in the query: %s", log.uris[0])
+			for k, vs := range log.headers[0] {
+				for _, v := range vs {
+					assert.NotContains(t, v, token, "the collector's token reached the upstream in header %q", k)
+				}
+			}
+			assert.Equal(t, shapes[0].path+"?keep=a%2Fb&also=1", log.uris[0], "the rest of the query goes on as it was sent")
+		})
+	}
 }

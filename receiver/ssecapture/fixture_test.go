@@ -39,6 +39,7 @@ type upstreamLog struct {
 	mu      sync.Mutex
 	headers []http.Header
 	hosts   []string
+	uris    []string // each request's target as the upstream got it
 	// respHeaders are added to every response, before fakellm writes.
 	respHeaders http.Header
 }
@@ -47,6 +48,7 @@ func (u *upstreamLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	u.mu.Lock()
 	u.headers = append(u.headers, r.Header.Clone())
 	u.hosts = append(u.hosts, r.Host)
+	u.uris = append(u.uris, r.RequestURI)
 	u.mu.Unlock()
 	for k, vs := range u.respHeaders {
 		for _, v := range vs {
