@@ -187,12 +187,17 @@ func TestEmptyStreamIsNoAnswer(t *testing.T) {
 	}))
 	t.Cleanup(empty.Close)
 	hedgeSrc := openAISource("empty", empty.URL+"/v1", nil)
-	h, err := New([]Source{primary, hedgeSrc}, Delay(20*time.Millisecond))
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	defer func() { require.NoError(t, tp.Shutdown(context.Background())) }()
+	h, err := New([]Source{primary, hedgeSrc}, Delay(20*time.Millisecond), TracerProvider(tp))
 	require.NoError(t, err)
 	res, err := h.Complete(context.Background(), hello)
 	require.NoError(t, err)
 	assert.Equal(t, "primary", res.Source, "an attempt without any content won the race")
 	assert.NotEmpty(t, res.Text)
+	assert.Equal(t, semconv.ErrorTypeEmptyAnswer, attr(t, attempt(t, exp.GetSpans(), 1), semconv.AttrErrorType).AsString(),
+		"the empty answer failed, and says how")
 }
 
 // TestLongStreamKeepsItsFigures: a 300-chunk answer (an ordinary length)

@@ -202,6 +202,8 @@ func errorType(err error) string {
 		return semconv.ErrorTypeStallTimeout
 	case errors.As(err, &se):
 		return strconv.Itoa(se.StatusCode)
+	case errors.Is(err, errEmptyAnswer):
+		return semconv.ErrorTypeEmptyAnswer
 	case errors.Is(err, context.Canceled), errors.Is(err, errCallClosed):
 		return "cancelled"
 	case errors.Is(err, context.DeadlineExceeded):

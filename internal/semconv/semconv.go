@@ -232,6 +232,12 @@ const (
 // llm.stream.stall_timeout_ms on it.
 const ErrorTypeStallTimeout = "stall_timeout"
 
+// ErrorTypeEmptyAnswer is the error.type of an attempt of the proxy's guard
+// or the hedging client whose stream ended before any content with no
+// finish reason ("data: [DONE]" alone): it failed, and another attempt
+// answered or the call failed with it.
+const ErrorTypeEmptyAnswer = "empty_answer"
+
 // AttrOpenLLMetryIsStreaming is OpenLLMetry's request attribute (bool) of a
 // streamed call, whose chunk events are one per frame.
 const AttrOpenLLMetryIsStreaming = "llm.is_streaming"

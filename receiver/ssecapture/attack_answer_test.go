@@ -115,6 +115,10 @@ func TestGuardAnErrorAnswerDoesNotWinTheRace(t *testing.T) {
 			spans := byAttempt(t, (&fixture{sink: h.sink}).spans(t, 2))
 			assert.Equal(t, semconv.HedgeOutcomeWinner, attr(t, spans[0], semconv.AttrHedgeOutcome).Str(),
 				"the primary is the attempt the client got")
+			if tc.name == "empty stream" {
+				assert.Equal(t, semconv.ErrorTypeEmptyAnswer, attr(t, spans[1], semconv.AttrErrorType).Str(),
+					"the empty answer failed, and says how")
+			}
 		})
 	}
 }

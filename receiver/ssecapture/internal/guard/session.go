@@ -58,11 +58,11 @@ var (
 	// errStreamError is an attempt's in-stream error frame before content.
 	errStreamError = errors.New("guard: the upstream reported an error before any content")
 	errAnswerError = errors.New("guard: the upstream answered with an error object under a success status")
-	// errEmptyAnswer is a stream that ended before any content with no
+	// ErrEmptyAnswer is a stream that ended before any content with no
 	// finish reason either ("data: [DONE]" alone): no answer, but a broken
 	// one. An answer that says why it is empty (a content filter, a
 	// max_tokens of 0) is an answer.
-	errEmptyAnswer = errors.New("guard: the upstream ended its stream with no content and no finish reason")
+	ErrEmptyAnswer = errors.New("guard: the upstream ended its stream with no content and no finish reason")
 	errStalled     = errors.New("guard: stream stalled")
 	errSettled     = errors.New("guard: call settled")
 )
@@ -562,7 +562,7 @@ func (s *Session) scan(rd *reader, resp *http.Response, framing sse.Framing) (ev
 		case state == done && len(rd.meta.FinishReasons) > 0:
 			return evDone, nil
 		case state == done:
-			return evFailed, errEmptyAnswer
+			return evFailed, ErrEmptyAnswer
 		}
 		return evFailed, errStreamError
 	}

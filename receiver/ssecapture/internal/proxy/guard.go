@@ -329,6 +329,8 @@ func loserErrType(r *guard.Report, l *call) string {
 		return ""
 	case errors.Is(r.Err, hedgecore.ErrTTFTTimeout):
 		return guard.ErrTypeTTFTTimeout
+	case errors.Is(r.Err, guard.ErrEmptyAnswer):
+		return semconv.ErrorTypeEmptyAnswer
 	case r.Status >= 400:
 		return ""
 	case r.Status >= 300:

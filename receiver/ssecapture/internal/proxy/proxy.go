@@ -729,6 +729,6 @@ func withoutAuthParams(r *http.Request, params []string) *http.Request {
 		kept = append(kept, pair)
 	}
 	out.URL.RawQuery = strings.Join(kept, "&")
-	out.RequestURI = ""
+	out.RequestURI = out.URL.RequestURI()
 	return out
 }
