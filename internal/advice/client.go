@@ -35,7 +35,13 @@ func Fetch(ctx context.Context, client *http.Client, url string) (*Response, err
 		return nil, err
 	}
 	req.Header.Set("Accept", "application/json")
-	resp, err := client.Do(req)
+	// A redirect is not followed: the client's transport (confighttp's)
+	// adds its headers and auth to every request it sends, to whatever
+	// host a redirect names, where Go's own rule would have dropped an
+	// Authorization it set itself. The advisor answers at its URL.
+	c := *client
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, err := c.Do(req)
 	if err != nil {
 		return nil, err
 	}

@@ -104,13 +104,27 @@ func (a *AlternateConfig) Unmarshal(conf *confmap.Conf) error {
 // credential of their own: a credential header, an authenticator or a TLS
 // client certificate.
 func (a *AlternateConfig) ownCredential() bool {
-	for name := range a.Headers.Iter {
+	_, own := ownCredential(&a.ClientConfig)
+	return own
+}
+
+// ownCredential reports whether upstream client settings carry a
+// credential of their own (a credential header, an authenticator or a TLS
+// client certificate), and the credential headers they set on every
+// request: those in headers, and Authorization for an authenticator (the
+// header sigv4auth, oauth2client and bearertokenauth set by default).
+func ownCredential(c *confighttp.ClientConfig) (headers []string, own bool) {
+	for name := range c.Headers.Iter {
 		if guard.IsCredentialHeader(name) {
-			return true
+			headers = append(headers, name)
 		}
 	}
-	t := &a.TLS
-	return a.Auth.HasValue() || (t.CertFile != "" || t.CertPem != "") && strings.HasPrefix(strings.ToLower(a.Endpoint), "https:")
+	if c.Auth.HasValue() {
+		headers = append(headers, "Authorization")
+	}
+	t := &c.TLS
+	cert := (t.CertFile != "" || t.CertPem != "") && strings.HasPrefix(strings.ToLower(c.Endpoint), "https:")
+	return headers, len(headers) > 0 || cert
 }
 
 // BudgetConfig is gRPC's retryThrottling bucket, as the hedge client's, one

@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/confighttp"
 
 	"github.com/streamstall/streamstall/internal/hedgecore"
 	"github.com/streamstall/streamstall/receiver/ssecapture/internal/guard"
@@ -19,7 +20,7 @@ import (
 // model entry over the top-level one, alternates' clients from confighttp,
 // one set of client budgets shared by the rules that give none of their
 // own.
-func (r *sseCaptureReceiver) newGuard(ctx context.Context, host component.Host, gc *GuardConfig, set component.TelemetrySettings) (*guard.Guard, error) {
+func (r *sseCaptureReceiver) newGuard(ctx context.Context, host component.Host, gc *GuardConfig, primary *confighttp.ClientConfig, set component.TelemetrySettings) (*guard.Guard, error) {
 	top := gc.rule()
 	shared := hedgecore.NewClientBudgets(top.Budget.clientBudgets())
 	def, err := r.guardRule(ctx, host, set, "", top, shared)
@@ -51,6 +52,10 @@ func (r *sseCaptureReceiver) newGuard(ctx context.Context, host component.Host, 
 		},
 		Clock: r.clock,
 		Fleet: fleet,
+		PrimaryCredential: func() guard.PrimaryCredential {
+			headers, own := ownCredential(primary)
+			return guard.PrimaryCredential{Own: own, Headers: headers}
+		}(),
 	}), nil
 }
 

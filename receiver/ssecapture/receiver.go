@@ -160,7 +160,7 @@ func (r *sseCaptureReceiver) newProxy(ctx context.Context, host component.Host, 
 	var g *guard.Guard
 	ipv6Prefix := 0 // guard.DefaultIPv6Prefix
 	if pcfg.Guard.HasValue() {
-		if g, err = r.newGuard(ctx, host, pcfg.Guard.Get(), clientSet); err != nil {
+		if g, err = r.newGuard(ctx, host, pcfg.Guard.Get(), &pcfg.Upstream, clientSet); err != nil {
 			return nil, err
 		}
 		// One client for the per-client bound as for the hedge budget.

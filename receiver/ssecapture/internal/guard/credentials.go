@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/streamstall/streamstall/internal/hedgecore"
@@ -85,8 +86,10 @@ func stripCredentials(h http.Header) {
 
 // stripQueryCredentials removes from u's query the parameters that carry a
 // credential: Google's key and access_token (Gemini takes its API key as
-// ?key=), and any name IsCredentialHeader takes for one. The others stay
-// as they came, in their order.
+// ?key=) and userProject (the project billed, the query form of
+// X-Goog-User-Project, "$userProject" too), an AWS SigV4 presigned URL's
+// X-Amz-* parameters, and any name IsCredentialHeader takes for one. The
+// others stay as they came, in their order.
 func stripQueryCredentials(u *url.URL) {
 	if u.RawQuery == "" {
 		return
@@ -97,7 +100,7 @@ func stripQueryCredentials(u *url.URL) {
 		if n, err := url.QueryUnescape(name); err == nil {
 			name = n
 		}
-		if l := strings.ToLower(name); l == "key" || l == "access_token" || IsCredentialHeader(name) {
+		if queryCredential(name) {
 			continue
 		}
 		kept = append(kept, pair)
@@ -105,17 +108,101 @@ func stripQueryCredentials(u *url.URL) {
 	u.RawQuery = strings.Join(kept, "&")
 }
 
+// queryCredential reports whether a query parameter carries a credential
+// (stripQueryCredentials).
+func queryCredential(name string) bool {
+	switch strings.ToLower(strings.TrimPrefix(name, "$")) {
+	case "key", "access_token", "userproject":
+		return true
+	}
+	return IsPresignParam(name) || IsCredentialHeader(name)
+}
+
+// presignParams are the query parameters of an AWS SigV4 presigned URL:
+// X-Amz-Credential names the access key, X-Amz-Signature is the credential
+// (X-Amz-Security-Token a credential by its name already).
+var presignParams = []string{
+	"x-amz-algorithm", "x-amz-credential", "x-amz-date", "x-amz-expires",
+	"x-amz-signedheaders", "x-amz-signature", "x-amz-security-token",
+}
+
+// IsPresignParam reports whether a query parameter is one of an AWS SigV4
+// presigned URL's.
+func IsPresignParam(name string) bool {
+	l := strings.ToLower(name)
+	for _, p := range presignParams {
+		if l == p {
+			return true
+		}
+	}
+	return false
+}
+
+// reachedBy reports whether a refusal of the credential of out, a request
+// to the primary, is the client's: the primary has no credential of its
+// own (a client without one is refused for it, and must not be served on
+// an alternate's), or the client's credential reaches it, in a header the
+// primary does not set itself or in the query.
+func (pc *PrimaryCredential) reachedBy(out *http.Request) bool {
+	if pc == nil || !pc.Own {
+		return true
+	}
+	for name := range out.Header {
+		if IsCredentialHeader(name) && !slices.ContainsFunc(pc.Headers, func(h string) bool { return strings.EqualFold(h, name) }) {
+			return true
+		}
+	}
+	for pair := range strings.SplitSeq(out.URL.RawQuery, "&") {
+		name, _, _ := strings.Cut(pair, "=")
+		if n, err := url.QueryUnescape(name); err == nil {
+			name = n
+		}
+		if name != "" && queryCredential(name) {
+			return true
+		}
+	}
+	return false
+}
+
 // credentialRefused reports whether an error answer (its status, and the
 // first bytes of its body) says the request's credential was refused: 401,
-// 402 (Anthropic's billing_error), 403, or a 429 whose error names a quota
-// or billing limit rather than a rate (OpenAI's insufficient_quota,
-// Google's RESOURCE_EXHAUSTED with a QuotaFailure).
+// 402 (Anthropic's billing_error), 403, a 429 whose error names a quota or
+// billing limit rather than a rate (OpenAI's insufficient_quota, Google's
+// RESOURCE_EXHAUSTED with a QuotaFailure), or a 400 that is Google's
+// refusal of the key (the Gemini API answers an invalid or expired API key
+// with 400 INVALID_ARGUMENT, its ErrorInfo reason API_KEY_INVALID or
+// API_KEY_EXPIRED).
 func credentialRefused(status int, body []byte) bool {
 	switch status {
 	case http.StatusUnauthorized, http.StatusPaymentRequired, http.StatusForbidden:
 		return true
 	case http.StatusTooManyRequests:
 		return quotaError(body)
+	case http.StatusBadRequest:
+		return keyRefused(body)
+	}
+	return false
+}
+
+// keyRefused reports whether an error body is Google's refusal of an API
+// key: a google.rpc.ErrorInfo whose reason is API_KEY_INVALID or
+// API_KEY_EXPIRED.
+func keyRefused(body []byte) bool {
+	var v struct {
+		Error struct {
+			Details []struct {
+				Type   string `json:"@type"`
+				Reason string `json:"reason"`
+			} `json:"details"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &v) != nil {
+		return false
+	}
+	for _, d := range v.Error.Details {
+		if strings.HasSuffix(d.Type, "google.rpc.ErrorInfo") && (d.Reason == "API_KEY_INVALID" || d.Reason == "API_KEY_EXPIRED") {
+			return true
+		}
 	}
 	return false
 }

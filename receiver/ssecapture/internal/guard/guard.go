@@ -89,6 +89,23 @@ type Settings struct {
 	// Fleet, when set, is where the auto values come from first: a
 	// hedge_advisor's advice for the call's provider and model.
 	Fleet *Fleet
+	// PrimaryCredential is what the primary upstream's own client settings
+	// authenticate with.
+	PrimaryCredential PrimaryCredential
+}
+
+// PrimaryCredential says whether the primary upstream's client settings
+// carry a credential of their own (the operator's key in headers, an
+// authenticator, a TLS client certificate) and the credential headers they
+// set on every request (a client's credential under one of those names
+// never reaches the primary). The primary's refusal of a credential is the
+// client's (the call then ends with it, never served on an alternate's
+// credential) unless the primary has its own and the client's did not
+// reach it: then it is the operator's credential that was refused, an
+// ordinary failure the alternates may answer.
+type PrimaryCredential struct {
+	Own     bool
+	Headers []string
 }
 
 // maxLearnedModels bounds the models a rule learns delays and gaps for
@@ -109,6 +126,7 @@ type Guard struct {
 	clock     clockwork.Clock
 	autoStall AutoStall
 	fleet     *Fleet
+	primary   PrimaryCredential
 }
 
 type rule struct {
@@ -147,7 +165,7 @@ type modelKey struct{ provider, model string }
 
 // New returns the guard of set.
 func New(set Settings) *Guard {
-	g := &Guard{clock: set.Clock, autoStall: set.AutoStall, fleet: set.Fleet}
+	g := &Guard{clock: set.Clock, autoStall: set.AutoStall, fleet: set.Fleet, primary: set.PrimaryCredential}
 	g.def = g.newRule(set.Default)
 	for _, r := range set.Models {
 		g.models = append(g.models, g.newRule(r))

@@ -115,13 +115,15 @@ type Report struct {
 // readers and the watchdog run in goroutines of their own, and Finish
 // waits for every one of them.
 type Session struct {
-	pol      *Policy
-	clock    clockwork.Clock
-	shape    llmstream.Shape
-	body     []byte
-	inURL    url.URL
-	stopping context.Context
-	start    int64
+	pol *Policy
+	// primaryCredential is the primary's own credential, if any.
+	primaryCredential *PrimaryCredential
+	clock             clockwork.Clock
+	shape             llmstream.Shape
+	body              []byte
+	inURL             url.URL
+	stopping          context.Context
+	start             int64
 	// OnAttempt prepares attempt i's request headers before it goes (the
 	// proxy names the attempt's span in its traceparent).
 	OnAttempt func(i int, h http.Header)
@@ -293,7 +295,7 @@ func (g *Guard) NewSession(stopping context.Context, provider, model string, sha
 	pol := g.For(provider, model)
 	pol.takeFleetDelay(start)
 	return &Session{
-		pol: pol, clock: g.clock, shape: shape, body: body, inURL: *inURL,
+		pol: pol, primaryCredential: &g.primary, clock: g.clock, shape: shape, body: body, inURL: *inURL,
 		stopping: stopping, start: start, events: make(chan event, hedgecore.MaxAttempts),
 	}
 }
@@ -392,6 +394,9 @@ func (s *Session) launch(i int) {
 	out.Header.Del("Proxy-Authorization")
 	rt := s.primary
 	rd := &reader{clientCredential: true, clears: i == 0}
+	if ra.Source == 0 {
+		rd.clientCredential = s.primaryCredential.reachedBy(out)
+	}
 	if i == 0 {
 		s.credentialCleared = make(chan struct{})
 	}

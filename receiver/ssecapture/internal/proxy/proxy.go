@@ -289,6 +289,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if len(p.authParams) > 0 {
 		r = withoutAuthParams(r, p.authParams)
 	}
+	r = withoutQuerySignature(r)
 	if r.URL.Opaque != "" {
 		// A target with a scheme and no path ("a:http://other/admin"):
 		// net/url keeps it as Opaque, which no path check reads, and the

@@ -5,7 +5,10 @@ package proxy
 
 import (
 	"net/http"
+	"net/url"
 	"strings"
+
+	"github.com/streamstall/streamstall/receiver/ssecapture/internal/guard"
 )
 
 // sigV4Headers are what an AWS SigV4 signature puts on a request besides
@@ -25,4 +28,33 @@ func dropClientSignature(h http.Header) {
 	for _, k := range sigV4Headers {
 		h.Del(k)
 	}
+}
+
+// withoutQuerySignature returns r without an AWS SigV4 presigned URL's
+// parameters, the query form of the signature dropClientSignature removes
+// from the headers: the client signed for the proxy's host, so the
+// upstream could only refuse it (or, beside the signature sigv4auth puts
+// on the request, refuse the request for carrying two), and no alternate
+// is to get it.
+func withoutQuerySignature(r *http.Request) *http.Request {
+	q := r.URL.RawQuery
+	if !strings.Contains(strings.ToLower(q), "amz") {
+		return r
+	}
+	pairs := strings.Split(q, "&")
+	kept := make([]string, 0, len(pairs))
+	for _, pair := range pairs {
+		key, _, _ := strings.Cut(pair, "=")
+		if k, err := url.QueryUnescape(key); err == nil && guard.IsPresignParam(k) {
+			continue
+		}
+		kept = append(kept, pair)
+	}
+	if len(kept) == len(pairs) {
+		return r
+	}
+	out := r.Clone(r.Context())
+	out.URL.RawQuery = strings.Join(kept, "&")
+	out.RequestURI = out.URL.RequestURI()
+	return out
 }
