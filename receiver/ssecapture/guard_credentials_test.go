@@ -42,7 +42,7 @@ func TestAdvisorCredentialStaysWithTheAdvisor(t *testing.T) {
 	// Another host: localhost, where the advisor is 127.0.0.1.
 	elsewhere = strings.Replace(elsewhere, "127.0.0.1", "localhost", 1)
 	advisor := newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.Redirect(w, r, elsewhere+r.URL.Path, http.StatusFound)
+		http.Redirect(w, r, elsewhere+"/v1/advice", http.StatusFound)
 	}))
 	cfg := NewFactory().CreateDefaultConfig().(*Config)
 	pc := cfg.Proxy.GetOrInsertDefault()

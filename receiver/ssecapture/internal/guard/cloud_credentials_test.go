@@ -4,11 +4,8 @@
 package guard
 
 import (
-	"bytes"
-	"context"
 	"io"
 	"net/http"
-	"net/url"
 	"testing"
 	"time"
 
@@ -30,20 +27,9 @@ const geminiText = `data: {"candidates":[{"content":{"parts":[{"text":"Hi"}],"ro
 // geminiCall starts a guarded Gemini call from query, with the client's
 // key in x-goog-api-key.
 func (h *harness) geminiCall(t *testing.T, query string) (*Session, <-chan result) {
-	ctx, cancel := context.WithCancel(t.Context())
-	t.Cleanup(cancel)
-	in, _ := url.Parse("/v1beta/models/gemini-2.5-flash:streamGenerateContent?" + query)
-	body := []byte(`{"contents":[]}`)
-	s := h.guard.NewSession(h.stopping, "gcp.gemini", "gemini-2.5-flash", llmstream.ShapeGemini, in, body, h.clock.Now().UnixNano())
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://primary.example"+in.RequestURI(), bytes.NewReader(body))
-	require.NoError(t, err)
-	req.Header.Set("X-Goog-Api-Key", "goog-client-invalid")
-	out := make(chan result, 1)
-	go func() {
-		resp, err := s.RoundTrip(req, h.primary)
-		out <- result{resp, err}
-	}()
-	return s, out
+	return h.callOf(t, "gcp.gemini", "gemini-2.5-flash", llmstream.ShapeGemini,
+		"/v1beta/models/gemini-2.5-flash:streamGenerateContent?"+query, `{"contents":[]}`,
+		http.Header{"X-Goog-Api-Key": {"goog-client-invalid"}})
 }
 
 // TestGeminiInvalidKeyIsARefusal: the Gemini API refuses a key that
@@ -105,21 +91,11 @@ func TestQueryBillingProjectStaysWithThePrimary(t *testing.T) {
 // replay the call on the client's account until it expires.
 func TestPresignedSigV4StaysWithThePrimary(t *testing.T) {
 	h := newCredentialHarness(t, Rule{MaxAttempts: 2}, Upstream{OwnCredential: true})
-	ctx, cancel := context.WithCancel(t.Context())
-	t.Cleanup(cancel)
 	const query = "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIDCLIENT%2F20250101%2Fus-east-1%2Fbedrock%2Faws4_request" +
 		"&X-Amz-Date=20250101T000000Z&X-Amz-Expires=900&X-Amz-SignedHeaders=host" +
 		"&X-Amz-Signature=0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
-	in, _ := url.Parse("/model/anthropic.claude-sonnet-4-20250514-v1:0/converse-stream?" + query)
-	body := []byte(`{"messages":[]}`)
-	s := h.guard.NewSession(h.stopping, "aws.bedrock", "anthropic.claude-sonnet-4-20250514-v1:0", llmstream.ShapeBedrockConverse, in, body, h.clock.Now().UnixNano())
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://primary.example"+in.RequestURI(), bytes.NewReader(body))
-	require.NoError(t, err)
-	out := make(chan result, 1)
-	go func() {
-		resp, err := s.RoundTrip(req, h.primary)
-		out <- result{resp, err}
-	}()
+	const model = "anthropic.claude-sonnet-4-20250514-v1:0"
+	s, out := h.callOf(t, "aws.bedrock", model, llmstream.ShapeBedrockConverse, "/model/"+model+"/converse-stream?"+query, `{"messages":[]}`, nil)
 	h.primary.next(t).status(http.StatusServiceUnavailable, `{}`)
 	a := h.alt.next(t)
 	q := a.req.URL.Query()

@@ -159,18 +159,26 @@ func newCredentialHarness(t *testing.T, r Rule, alt Upstream) *harness {
 
 // credentialCall is harness.call with the client's credential headers.
 func (h *harness) credentialCall(t *testing.T) (*Session, <-chan result) {
+	header := http.Header{"Proxy-Authorization": {"Basic c2VjcmV0"}, "Idempotency-Key": {"call-1"}}
+	for k, v := range clientCredentials {
+		header.Set(k, v)
+	}
+	return h.callOf(t, "openai", "gpt-4o", llmstream.ShapeChatCompletions, "/v1/chat/completions", `{"model":"gpt-4o","stream":true}`, header)
+}
+
+// callOf starts a guarded call of shape to model of provider, to target (a
+// path and query) with body and header; the result comes on the channel.
+func (h *harness) callOf(t *testing.T, provider, model string, shape llmstream.Shape, target, body string, header http.Header) (*Session, <-chan result) {
 	ctx, cancel := context.WithCancel(t.Context())
 	t.Cleanup(cancel)
-	in, _ := url.Parse("/v1/chat/completions")
-	body := []byte(`{"model":"gpt-4o","stream":true}`)
-	s := h.guard.NewSession(h.stopping, "openai", "gpt-4o", llmstream.ShapeChatCompletions, in, body, h.clock.Now().UnixNano())
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://primary.example/v1/chat/completions", bytes.NewReader(body))
+	in, err := url.Parse(target)
 	require.NoError(t, err)
-	for k, v := range clientCredentials {
-		req.Header.Set(k, v)
+	s := h.guard.NewSession(h.stopping, provider, model, shape, in, []byte(body), h.clock.Now().UnixNano())
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://primary.example"+in.RequestURI(), strings.NewReader(body))
+	require.NoError(t, err)
+	for k, v := range header {
+		req.Header[k] = v
 	}
-	req.Header.Set("Proxy-Authorization", "Basic c2VjcmV0")
-	req.Header.Set("Idempotency-Key", "call-1")
 	out := make(chan result, 1)
 	go func() {
 		resp, err := s.RoundTrip(req, h.primary)
