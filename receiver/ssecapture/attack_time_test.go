@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/config/confighttp"
 	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/receiver"
 	"go.opentelemetry.io/collector/receiver/receivertest"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -333,6 +334,30 @@ func TestClientGoneWhileAttemptsHold(t *testing.T) {
 	}
 }
 
+// advisedInterval is how often startAdvisedReceiver's guard fetches.
+const advisedInterval = 20 * time.Millisecond
+
+// startAdvisedReceiver starts a receiver whose guard fetches its advice
+// from advisor every advisedInterval (its primary unreachable: no call is made);
+// configure, when set, adjusts the advisor's settings.
+func startAdvisedReceiver(t *testing.T, set receiver.Settings, advisor string, configure func(*AdvisorConfig)) {
+	t.Helper()
+	cfg := NewFactory().CreateDefaultConfig().(*Config)
+	pc := cfg.Proxy.GetOrInsertDefault()
+	pc.NetAddr.Endpoint = "127.0.0.1:0"
+	pc.Upstream.Endpoint = "http://127.0.0.1:1"
+	a := pc.Guard.GetOrInsertDefault().Advisor.GetOrInsertDefault()
+	a.Endpoint, a.Interval, a.MaxAge = advisor, advisedInterval, time.Second
+	if configure != nil {
+		configure(a)
+	}
+	require.NoError(t, cfg.Validate())
+	r, err := NewFactory().CreateTraces(context.Background(), set, cfg, new(consumertest.TracesSink))
+	require.NoError(t, err)
+	require.NoError(t, r.Start(context.Background(), componenttest.NewNopHost()))
+	t.Cleanup(func() { require.NoError(t, r.Shutdown(context.Background())) })
+}
+
 // TestAdvisorOutageIsLogged: a guard that takes its auto values from a
 // hedge_advisor that stops answering falls back to its own learning, then
 // the floor, once the last advice is older than max_age. That changes
@@ -350,19 +375,9 @@ func TestAdvisorOutageIsLogged(t *testing.T) {
 		_, _ = io.WriteString(w, `{"window_s":60,"advice":[]}`)
 	}))
 	core, logs := observer.New(zapcore.InfoLevel)
-	cfg := NewFactory().CreateDefaultConfig().(*Config)
-	pc := cfg.Proxy.GetOrInsertDefault()
-	pc.NetAddr.Endpoint = "127.0.0.1:0"
-	pc.Upstream.Endpoint = "http://127.0.0.1:1"
-	a := pc.Guard.GetOrInsertDefault().Advisor.GetOrInsertDefault()
-	a.Endpoint, a.Interval, a.MaxAge = advisor, 20*time.Millisecond, time.Second
-	require.NoError(t, cfg.Validate())
 	set := receivertest.NewNopSettings(metadata.Type)
 	set.Logger = zap.New(core)
-	r, err := NewFactory().CreateTraces(context.Background(), set, cfg, new(consumertest.TracesSink))
-	require.NoError(t, err)
-	require.NoError(t, r.Start(context.Background(), componenttest.NewNopHost()))
-	t.Cleanup(func() { require.NoError(t, r.Shutdown(context.Background())) })
+	startAdvisedReceiver(t, set, advisor, nil)
 
 	advisorLines := func() []observer.LoggedEntry {
 		return logs.FilterMessageSnippet("hedge advice").All()
@@ -370,7 +385,7 @@ func TestAdvisorOutageIsLogged(t *testing.T) {
 	failing.Store(true)
 	require.Eventually(t, func() bool { return len(advisorLines()) > 0 }, 5*time.Second, 5*time.Millisecond,
 		"the advisor's outage is logged above debug level")
-	time.Sleep(10 * a.Interval)
+	time.Sleep(10 * advisedInterval)
 	lines := advisorLines()
 	require.Len(t, lines, 1, "once, not at every fetch")
 	assert.Equal(t, zapcore.WarnLevel, lines[0].Level)
@@ -379,7 +394,7 @@ func TestAdvisorOutageIsLogged(t *testing.T) {
 	failing.Store(false)
 	require.Eventually(t, func() bool { return len(advisorLines()) == 2 }, 5*time.Second, 5*time.Millisecond,
 		"its recovery is logged")
-	time.Sleep(5 * a.Interval)
+	time.Sleep(5 * advisedInterval)
 	lines = advisorLines()
 	require.Len(t, lines, 2)
 	assert.Equal(t, zapcore.InfoLevel, lines[1].Level)

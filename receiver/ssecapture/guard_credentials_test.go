@@ -4,7 +4,6 @@
 package ssecapture
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"strings"
@@ -13,10 +12,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/config/configopaque"
-	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/receiver/receivertest"
 
 	"github.com/streamstall/streamstall/receiver/ssecapture/internal/metadata"
@@ -44,19 +40,10 @@ func TestAdvisorCredentialStaysWithTheAdvisor(t *testing.T) {
 	advisor := newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, elsewhere+"/v1/advice", http.StatusFound)
 	}))
-	cfg := NewFactory().CreateDefaultConfig().(*Config)
-	pc := cfg.Proxy.GetOrInsertDefault()
-	pc.NetAddr.Endpoint = "127.0.0.1:0"
-	pc.Upstream.Endpoint = "http://127.0.0.1:1"
-	a := pc.Guard.GetOrInsertDefault().Advisor.GetOrInsertDefault()
-	a.Endpoint, a.Interval, a.MaxAge = advisor, 20*time.Millisecond, time.Second
-	a.Headers = configopaque.MapList{{Name: "Authorization", Value: "Bearer advisor-secret"}}
-	require.NoError(t, cfg.Validate())
-	r, err := NewFactory().CreateTraces(context.Background(), receivertest.NewNopSettings(metadata.Type), cfg, new(consumertest.TracesSink))
-	require.NoError(t, err)
-	require.NoError(t, r.Start(context.Background(), componenttest.NewNopHost()))
-	t.Cleanup(func() { require.NoError(t, r.Shutdown(context.Background())) })
-	time.Sleep(10 * a.Interval)
+	startAdvisedReceiver(t, receivertest.NewNopSettings(metadata.Type), advisor, func(a *AdvisorConfig) {
+		a.Headers = configopaque.MapList{{Name: "Authorization", Value: "Bearer advisor-secret"}}
+	})
+	time.Sleep(10 * advisedInterval)
 	mu.Lock()
 	defer mu.Unlock()
 	leaked := 0

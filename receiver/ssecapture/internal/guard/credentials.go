@@ -91,21 +91,34 @@ func stripCredentials(h http.Header) {
 // X-Amz-* parameters, and any name IsCredentialHeader takes for one. The
 // others stay as they came, in their order.
 func stripQueryCredentials(u *url.URL) {
-	if u.RawQuery == "" {
-		return
+	u.RawQuery, _ = DropQueryPairs(u.RawQuery, queryCredential)
+}
+
+// DropQueryPairs returns raw, a URL's query, without the pairs whose name
+// (percent-decoded, as url.Values reads it; a name that does not decode is
+// taken as it is) drop says to remove, every other pair kept byte for byte
+// in its order, and whether it removed any. The one query filter of the
+// proxy and its guard.
+func DropQueryPairs(raw string, drop func(name string) bool) (string, bool) {
+	if raw == "" {
+		return raw, false
 	}
-	kept := make([]string, 0, strings.Count(u.RawQuery, "&")+1)
-	for _, pair := range strings.Split(u.RawQuery, "&") {
+	pairs := strings.Split(raw, "&")
+	kept := pairs[:0]
+	for _, pair := range pairs {
 		name, _, _ := strings.Cut(pair, "=")
 		if n, err := url.QueryUnescape(name); err == nil {
 			name = n
 		}
-		if queryCredential(name) {
+		if drop(name) {
 			continue
 		}
 		kept = append(kept, pair)
 	}
-	u.RawQuery = strings.Join(kept, "&")
+	if len(kept) == strings.Count(raw, "&")+1 {
+		return raw, false
+	}
+	return strings.Join(kept, "&"), true
 }
 
 // queryCredential reports whether a query parameter carries a credential

@@ -720,16 +720,7 @@ func withoutAuthParams(r *http.Request, params []string) *http.Request {
 	for _, name := range found {
 		delete(out.Header, name) // the spelling the listener wrote it under
 	}
-	pairs := strings.Split(out.URL.RawQuery, "&")
-	kept := pairs[:0]
-	for _, pair := range pairs {
-		key, _, _ := strings.Cut(pair, "=")
-		if k, err := url.QueryUnescape(key); err == nil && slices.Contains(found, k) {
-			continue
-		}
-		kept = append(kept, pair)
-	}
-	out.URL.RawQuery = strings.Join(kept, "&")
+	out.URL.RawQuery, _ = guard.DropQueryPairs(out.URL.RawQuery, func(name string) bool { return slices.Contains(found, name) })
 	out.RequestURI = out.URL.RequestURI()
 	return out
 }

@@ -5,7 +5,6 @@ package proxy
 
 import (
 	"net/http"
-	"net/url"
 	"strings"
 
 	"github.com/streamstall/streamstall/receiver/ssecapture/internal/guard"
@@ -37,24 +36,15 @@ func dropClientSignature(h http.Header) {
 // on the request, refuse the request for carrying two), and no alternate
 // is to get it.
 func withoutQuerySignature(r *http.Request) *http.Request {
-	q := r.URL.RawQuery
-	if !strings.Contains(strings.ToLower(q), "amz") {
-		return r
+	if !strings.Contains(strings.ToLower(r.URL.RawQuery), "amz") {
+		return r // the common case, no pair to read
 	}
-	pairs := strings.Split(q, "&")
-	kept := make([]string, 0, len(pairs))
-	for _, pair := range pairs {
-		key, _, _ := strings.Cut(pair, "=")
-		if k, err := url.QueryUnescape(key); err == nil && guard.IsPresignParam(k) {
-			continue
-		}
-		kept = append(kept, pair)
-	}
-	if len(kept) == len(pairs) {
+	q, dropped := guard.DropQueryPairs(r.URL.RawQuery, guard.IsPresignParam)
+	if !dropped {
 		return r
 	}
 	out := r.Clone(r.Context())
-	out.URL.RawQuery = strings.Join(kept, "&")
+	out.URL.RawQuery = q
 	out.RequestURI = out.URL.RequestURI()
 	return out
 }
