@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/collector/confmap/confmaptest"
 
 	"github.com/streamstall/streamstall/internal/figures"
+	"github.com/streamstall/streamstall/internal/testbed/mdcode"
 	"github.com/streamstall/streamstall/processor/stallprocessor/internal/metadata"
 )
 
@@ -215,4 +216,41 @@ func TestCreateRejectsInvalidOTTL(t *testing.T) {
 	cfg.LoserConditions = []string{`attributes["x"] ==`}
 	_, err := newStallProcessor(newTestSettings(t), cfg)
 	assert.ErrorContains(t, err, "loser_conditions: ")
+}
+
+// TestReadmeConfigurationIsTheDefault: the configuration the README shows
+// is the processor's default, key for key: read over the default, it
+// changes nothing, and read over an empty configuration, it gives the
+// default.
+func TestReadmeConfigurationIsTheDefault(t *testing.T) {
+	blocks, err := mdcode.File("README.md")
+	require.NoError(t, err)
+	var yamls []mdcode.Block
+	for _, b := range mdcode.In(blocks, "Configuration") {
+		if b.Info == "yaml" {
+			yamls = append(yamls, b)
+		}
+	}
+	require.NotEmpty(t, yamls)
+	r, err := confmap.NewRetrievedFromYAML([]byte(yamls[0].Text))
+	require.NoError(t, err)
+	cm, err := r.AsConf()
+	require.NoError(t, err)
+	sub, err := cm.Sub("processors::stall")
+	require.NoError(t, err)
+	// The README writes an empty list as [], the default leaves it nil.
+	emptyAsNil := func(c *Config) *Config {
+		for _, l := range []*[]string{&c.ChunkEvents.Conditions, &c.Spans, &c.LoserConditions} {
+			if len(*l) == 0 {
+				*l = nil
+			}
+		}
+		return c
+	}
+	over := createDefaultConfig().(*Config)
+	require.NoError(t, sub.Unmarshal(over))
+	assert.Equal(t, createDefaultConfig(), emptyAsNil(over), "README.md line %d", yamls[0].Line)
+	empty := &Config{}
+	require.NoError(t, sub.Unmarshal(empty))
+	assert.Equal(t, createDefaultConfig(), emptyAsNil(empty), "README.md line %d: every default is shown", yamls[0].Line)
 }
