@@ -13,25 +13,84 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 )
 
-// FreePort returns a loopback TCP port that was free at the time of the call.
+// FreePort returns a loopback TCP port that was free at the time of the
+// call, and that no earlier call in this process returned.
+//
+// Where the system names its ephemeral range (Linux), the port comes from
+// below it: a port the kernel hands out for ":0" is also the one it hands
+// out as the local end of an outgoing connection, so between the check
+// here and the program's own bind, any of the test's many client
+// connections could take it ("address already in use"). A port below the
+// range is taken only by a program that binds it by number.
 func FreePort() (int, error) {
+	if lo, hi, ok := belowEphemeral(); ok {
+		freePorts.Lock()
+		defer freePorts.Unlock()
+		if freePorts.next == 0 {
+			freePorts.next = lo + rand.IntN(hi-lo) //nolint:gosec // spreads concurrent test processes, not a secret
+			freePorts.given = map[int]bool{}
+		}
+		for range hi - lo {
+			p := freePorts.next
+			if freePorts.next++; freePorts.next >= hi {
+				freePorts.next = lo
+			}
+			if freePorts.given[p] {
+				continue
+			}
+			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+			if err != nil {
+				continue
+			}
+			_ = l.Close()
+			freePorts.given[p] = true
+			return p, nil
+		}
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("find a free port: %w", err)
 	}
 	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+var freePorts struct {
+	sync.Mutex
+	next  int
+	given map[int]bool
+}
+
+// belowEphemeral gives the ports from 10000 up to the start of the
+// kernel's ephemeral range, when the range is known and leaves at least
+// a thousand of them.
+func belowEphemeral() (lo, hi int, ok bool) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0, 0, false
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 0, 0, false
+	}
+	start, err := strconv.Atoi(f[0])
+	if err != nil || start < 11000 {
+		return 0, 0, false
+	}
+	return 10000, start, true
 }
 
 // Fill replaces ${KEY} in tmpl by the value that follows KEY in kv.
