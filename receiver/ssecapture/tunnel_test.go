@@ -41,6 +41,45 @@ func TestProxyRefusesTunnels(t *testing.T) {
 	assert.Empty(t, up.requests(), "nothing reached the upstream")
 }
 
+// TestProxyRefusesMethodOverrides: a method override header (Google's front
+// ends, OData and many web frameworks honour them) naming a tunnel method
+// gets 405 on any path, and one on an API call naming another method than
+// the request line's gets 400: the upstream would run a method the proxy
+// did not judge the call by (a TRACE echoing the upstream's credential, a
+// guarded, hedged "POST" that is a GET or DELETE upstream). Neither reaches
+// the upstream; an override naming the request's own method does.
+func TestProxyRefusesMethodOverrides(t *testing.T) {
+	up := newRawUpstream(t, rawStep{data: sseHeadClose + chatEvent + doneEvent})
+	f := newFixture(t, nil, withProxy(func(p *ProxyConfig) {
+		p.Upstream.Endpoint = up.URL
+		p.Guard.GetOrInsertDefault()
+	}))
+	addr := f.rcv.addrs["proxy"].String()
+	for name, tt := range map[string]struct{ request, status, errType string }{
+		"TRACE on a model list": {
+			"GET /v1/models HTTP/1.1\r\nHost: proxy\r\nX-HTTP-Method-Override: TRACE\r\nConnection: close\r\n\r\n",
+			"405 Method Not Allowed", "method_not_allowed",
+		},
+		"track, in X-HTTP-Method": {rawChat("X-HTTP-Method: track\r\n"), "405 Method Not Allowed", "method_not_allowed"},
+		"CONNECT after GET in one list": {rawChat("X-Method-Override: GET, CONNECT\r\n"), "405 Method Not Allowed", "method_not_allowed"},
+		"GET on a chat call":            {rawChat("X-HTTP-Method-Override: GET\r\n"), "400 Bad Request", "bad_request"},
+		"DELETE on a chat call":         {rawChat("X-Http-Method-Override: delete\r\n"), "400 Bad Request", "bad_request"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got := rawExchange(t, addr, tt.request)
+			status, body := readResponses(got)
+			require.Equal(t, []string{tt.status}, status, got)
+			assert.Contains(t, body, `"type":"`+tt.errType+`"`)
+		})
+	}
+	assert.Empty(t, up.requests(), "nothing reached the upstream")
+
+	got := rawExchange(t, addr, rawChat("X-HTTP-Method-Override: POST\r\n"))
+	status, _ := readResponses(got)
+	assert.Equal(t, []string{"200 OK"}, status, got)
+	assert.Len(t, up.requests(), 1, "an override naming the request's own method is forwarded")
+}
+
 // TestProxyNeverSwitchesProtocols: a request asking to upgrade (websocket,
 // h2c) goes upstream as a plain request (TestProxyDropsHopByHopHeaders),
 // and an upstream that answers 101 anyway gets the client a 502: no byte of

@@ -286,6 +286,17 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("the proxy forwards API calls, not %s", r.Method))
 		return
 	}
+	overridden := false
+	for _, m := range methodOverrides(r.Header) {
+		if tunnelMethod(m) {
+			// An upstream that honours the override would tunnel or echo.
+			w.Header().Set("Allow", "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS")
+			writeJSONError(w, http.StatusMethodNotAllowed, "method_not_allowed",
+				fmt.Sprintf("the proxy forwards API calls, not %s (named in a method override header)", m))
+			return
+		}
+		overridden = overridden || m != r.Method
+	}
 	if len(p.authParams) > 0 {
 		r = withoutAuthParams(r, p.authParams)
 	}
@@ -336,6 +347,15 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	ep := llmstream.ParseEndpoint(endpointPath(r.URL.Path)).OnHost(p.upstream.Hostname())
+	if ep.Shape != llmstream.ShapeUnknown && r.Method == http.MethodPost && overridden {
+		// An upstream that honours the override runs another method than
+		// the one the proxy judged the call by, and one that ignores it
+		// runs a call the proxy would not have recorded or guarded as
+		// such: neither is forwarded.
+		writeJSONError(w, http.StatusBadRequest, "bad_request",
+			"a method override header on an API call: send the method itself")
+		return
+	}
 	if ep.Shape == llmstream.ShapeUnknown || r.Method != http.MethodPost {
 		// Not an LLM call we understand (model lists, files...): forwarded
 		// as it is, without a span.
@@ -365,6 +385,27 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (p *Proxy) refuseTooLarge(w http.ResponseWriter) {
 	writeJSONError(w, http.StatusRequestEntityTooLarge, "request_too_large",
 		fmt.Sprintf("request body exceeds %d bytes", p.maxRequestBody))
+}
+
+// methodOverrideHeaders are the request headers by which frameworks and
+// gateways (Google's front ends, OData, Express's method-override, ...)
+// let a client run another method than the request line's.
+var methodOverrideHeaders = []string{"X-Http-Method-Override", "X-Http-Method", "X-Method-Override"}
+
+// methodOverrides returns the methods a request's override headers name,
+// upper-cased, every value of every one of them: an upstream may read any.
+func methodOverrides(h http.Header) []string {
+	var ms []string
+	for _, name := range methodOverrideHeaders {
+		for _, v := range h.Values(name) {
+			for m := range strings.SplitSeq(v, ",") {
+				if m = strings.ToUpper(strings.TrimSpace(m)); m != "" {
+					ms = append(ms, m)
+				}
+			}
+		}
+	}
+	return ms
 }
 
 // tunnelMethod reports whether a request method is never an API call:
