@@ -65,11 +65,17 @@ func IsCredentialHeader(name string) bool {
 }
 
 // credentialWord reports whether a word of a header name says the header
-// holds a credential. Whole words only: Idempotency-Key and the rate limit
-// headers' "tokens" name something else.
+// holds a credential or an identity proven by one: a token, a secret, a
+// signed assertion (Cloudflare Access's Cf-Access-Jwt-Assertion, Google
+// IAP's X-Goog-Iap-Jwt-Assertion), an attestation (X-Firebase-AppCheck), a
+// message signature (RFC 9421's Signature), a client certificate passed on
+// by a TLS terminator (X-Forwarded-Client-Cert, X-SSL-Client-Cert). Whole
+// words only: Idempotency-Key and the rate limit headers' "tokens" name
+// something else.
 func credentialWord(w string) bool {
 	switch w {
-	case "auth", "authorization", "authentication", "token", "secret", "password":
+	case "auth", "authorization", "authentication", "token", "secret", "password", "passwd",
+		"jwt", "assertion", "appcheck", "credential", "credentials", "signature", "cert", "certificate":
 		return true
 	}
 	return false

@@ -126,6 +126,8 @@ func TestIsCredentialHeader(t *testing.T) {
 		"x-goog-user-project", "OpenAI-Organization", "openai-project", "anthropic-workspace-id",
 		"x-portkey-api-key", "Ocp-Apim-Subscription-Key",
 		"cf-aig-authorization", "Helicone-Auth", "X-Auth-Token", "x_auth_token", "X-Amz-Security-Token", "X-Client-Secret",
+		"X-Firebase-AppCheck", "Cf-Access-Jwt-Assertion", "X-Goog-Iap-Jwt-Assertion", "Signature", "X-Forwarded-Client-Cert",
+		"X-SSL-Client-Cert", "X-Client-Credentials",
 	} {
 		assert.True(t, IsCredentialHeader(h), h)
 	}
