@@ -270,7 +270,9 @@ func quotaError(body []byte) bool {
 func (s *Session) checkAnswer(rd *reader, resp *http.Response) {
 	if resp != nil && resp.StatusCode >= 400 {
 		body := decodedErrorBody(resp, readErrorBody(resp))
-		rd.credentialRefused = rd.clientCredential && credentialRefused(resp.StatusCode, body)
+		refused := credentialRefused(resp.StatusCode, body)
+		rd.credentialRefused = rd.clientCredential && refused
+		rd.operatorRefused = rd.operatorsOwn && refused
 	}
 	if rd.clears && !rd.credentialRefused {
 		close(s.credentialCleared)

@@ -424,3 +424,48 @@ func TestDecodedErrorBodyReadsTheCoding(t *testing.T) {
 		assert.True(t, credentialRefused(resp.StatusCode, decodedErrorBody(resp, tc.body)), "%q", tc.coding)
 	}
 }
+
+// TestAlternateRefusalOfTheOperatorsKeyIsNotTheClients: when the call's
+// last failure is an alternate refusing the credential the operator gave
+// it, the client gets a 502 of the guard's own, not the alternate's answer:
+// that body names the operator's key (masked) and organization, and its 401
+// would tell the client its own key was refused. An alternate that forwards
+// the client's credential, or answers another error, is passed on as sent.
+func TestAlternateRefusalOfTheOperatorsKeyIsNotTheClients(t *testing.T) {
+	const refusal = `{"error":{"message":"Incorrect API key provided: sk-proj-****wxyz. Organization org-operator.","type":"invalid_request_error","code":"invalid_api_key"}}`
+	for name, tt := range map[string]struct {
+		alt        Upstream
+		status     int
+		body       string
+		wantStatus int
+	}{
+		"own key refused":           {Upstream{OwnCredential: true}, http.StatusUnauthorized, refusal, http.StatusBadGateway},
+		"own key out of quota":      {Upstream{OwnCredential: true}, http.StatusTooManyRequests, `{"error":{"type":"insufficient_quota","message":"org-operator"}}`, http.StatusBadGateway},
+		"client's key forwarded":    {Upstream{ForwardClientCredentials: true, ServeCredentialFailures: true}, http.StatusUnauthorized, refusal, http.StatusUnauthorized},
+		"own key, another failure": {Upstream{OwnCredential: true}, http.StatusServiceUnavailable, `{"error":{"message":"overloaded"}}`, http.StatusServiceUnavailable},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newCredentialHarness(t, Rule{MaxAttempts: 2}, tt.alt)
+			s, out := h.credentialCall(t)
+			h.primary.next(t).status(http.StatusServiceUnavailable, `{}`)
+			h.alt.next(t).status(tt.status, tt.body)
+			r := wait(t, out)
+			require.NoError(t, r.err)
+			body, err := io.ReadAll(r.resp.Body)
+			require.NoError(t, err)
+			require.NoError(t, r.resp.Body.Close())
+			s.Finish()
+			assert.Equal(t, tt.wantStatus, r.resp.StatusCode)
+			if tt.wantStatus == http.StatusBadGateway {
+				assert.NotContains(t, string(body), "org-operator", "the operator's account stays at the proxy")
+				assert.NotContains(t, string(body), "sk-proj")
+				assert.Contains(t, string(body), ErrTypeAlternateRefused)
+				assert.Equal(t, "application/json", r.resp.Header.Get("Content-Type"))
+				assert.Equal(t, ErrTypeAlternateRefused, s.Ended())
+			} else {
+				assert.Equal(t, tt.body, string(body), "passed on as the alternate sent it")
+				assert.Empty(t, s.Ended())
+			}
+		})
+	}
+}

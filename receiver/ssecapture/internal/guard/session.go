@@ -34,6 +34,10 @@ import (
 const (
 	ErrTypeTTFTTimeout  = "ttft_timeout"
 	ErrTypeStallTimeout = "stall_timeout"
+	// ErrTypeAlternateRefused: the call's last failure was an alternate's
+	// refusal of the operator's credential, answered with a 502 of the
+	// guard's own (Session.alternateRefusal).
+	ErrTypeAlternateRefused = "alternate_credential_refused"
 )
 
 // maxHeldBytes bounds what one attempt holds before its first content chunk.
@@ -156,6 +160,8 @@ type Session struct {
 
 	rep       int // the attempt whose response the client got
 	ttftEnded bool
+	// alternateRefused: the client got alternateRefusal's 502.
+	alternateRefused bool
 	committed *committedBody
 	finished  bool
 	// streamFailed is set when the committed stream's body ended cut or
@@ -193,11 +199,15 @@ type reader struct {
 	// What the attempt does with the client's credential (credentials.go),
 	// set at launch: it carries it; it is the call's first attempt, whose
 	// answer clears the alternates that wait; it goes to an alternate with
-	// a credential of its own and waits; the upstream refused it.
+	// a credential of its own and waits; the upstream refused it. And
+	// whether it carries the operator's credential for an alternate, not
+	// the client's, and the alternate refused that one.
 	clientCredential  bool
 	clears            bool
 	awaitsCredential  bool
 	credentialRefused bool
+	operatorsOwn      bool
+	operatorRefused   bool
 	// framed: the response is a stream in a framing the guard reads, and
 	// the guard may end it with the shape's error frame; blind: its frames
 	// cannot be read (a content coding the proxy does not decode, a corrupt
@@ -413,6 +423,7 @@ func (s *Session) launch(i int) {
 		if !up.ForwardClientCredentials {
 			stripCredentials(out.Header)
 			rd.clientCredential = false
+			rd.operatorsOwn = up.OwnCredential
 		}
 		rd.awaitsCredential = up.OwnCredential && !up.ServeCredentialFailures
 	}
@@ -666,6 +677,12 @@ func (s *Session) result(ctx context.Context) (*http.Response, error) {
 	if rd.resp == nil {
 		return nil, rd.err
 	}
+	if rd.operatorRefused {
+		_ = rd.resp.Body.Close()
+		rd.drop(s.Budget)
+		s.alternateRefused = true
+		return s.alternateRefusal(rd.resp.StatusCode), nil
+	}
 	resp := rd.resp
 	resp.Body = &committedBody{s: s, rd: rd, held: rd.held, marks: rd.marks, rc: resp.Body, cancel: s.live[j].cancel}
 	rd.held, rd.marks = nil, nil
@@ -688,11 +705,27 @@ func (s *Session) dropAlternateCookies(i int, resp *http.Response) {
 func (s *Session) gatewayTimeout() *http.Response {
 	msg := fmt.Sprintf("no content within ttft_timeout (%s) from any of %d attempts (sse_capture guard)",
 		time.Duration(s.pol.hp.TTFTTimeout()), s.race.Attempts())
-	body := llmstream.ErrorBody(s.shape, http.StatusGatewayTimeout, ErrTypeTTFTTimeout, msg)
+	return s.errorResponse(http.StatusGatewayTimeout, ErrTypeTTFTTimeout, msg)
+}
+
+// alternateRefusal is what the client gets when the call's last failure
+// was an alternate refusing the credential the operator configured for it
+// (401, 403, a quota: credentialRefused): a 502 of the guard's own in the
+// shape's error format. The alternate's answer is not the client's: its
+// body names the operator's key (masked), organization or project, and
+// its status would tell the client that its own key was refused.
+func (s *Session) alternateRefusal(status int) *http.Response {
+	msg := fmt.Sprintf("an alternate upstream refused the credential the proxy holds for it (HTTP %d), "+
+		"after %d attempts (sse_capture guard)", status, s.race.Attempts())
+	return s.errorResponse(http.StatusBadGateway, ErrTypeAlternateRefused, msg)
+}
+
+func (s *Session) errorResponse(status int, errType, msg string) *http.Response {
+	body := llmstream.ErrorBody(s.shape, status, errType, msg)
 	return &http.Response{
-		Status: "504 Gateway Timeout", StatusCode: http.StatusGatewayTimeout,
+		Status: fmt.Sprintf("%d %s", status, http.StatusText(status)), StatusCode: status,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header:        s.errorHeader(http.StatusGatewayTimeout),
+		Header:        s.errorHeader(status),
 		Body:          io.NopCloser(bytes.NewReader(body)),
 		ContentLength: int64(len(body)),
 		Request:       s.req,
@@ -722,6 +755,8 @@ func (s *Session) Ended() string {
 	switch {
 	case s.ttftEnded, s.committed != nil && s.committed.end == endTTFT:
 		return ErrTypeTTFTTimeout
+	case s.alternateRefused:
+		return ErrTypeAlternateRefused
 	case s.committed != nil && s.committed.end == endStall:
 		return ErrTypeStallTimeout
 	case s.committed != nil && s.committed.end == endShutdown:
