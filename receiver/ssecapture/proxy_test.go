@@ -335,6 +335,38 @@ func TestProxyUnreachableUpstream(t *testing.T) {
 	assert.Equal(t, ptrace.StatusCodeError, span.Status().Code())
 }
 
+// TestProxyHungTLSHandshakeTimesOut: without upstream.timeout, an https
+// upstream that accepts the connection and never answers the TLS handshake
+// is given up after Go's 10 s handshake bound (the README's figure): 504
+// upstream_timeout, not a client held for as long as the upstream likes.
+func TestProxyHungTLSHandshakeTimesOut(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer func() { _ = ln.Close() }()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { _ = c.Close() }) // held open, never a byte
+		}
+	}()
+	f := newFixture(t, nil, withProxy(func(p *ProxyConfig) {
+		p.Upstream.Endpoint = "https://" + ln.Addr().String()
+		p.Upstream.TLS.InsecureSkipVerify = true
+	}))
+	start := time.Now()
+	resp, body := post(t, testClient(t), f.proxyURL+shapes[0].path, shapes[0].body, nil)
+	took := time.Since(start)
+	assert.Equal(t, http.StatusGatewayTimeout, resp.StatusCode, string(body))
+	assert.Contains(t, string(body), `"upstream_timeout"`)
+	assert.GreaterOrEqual(t, took, 9*time.Second)
+	assert.Less(t, took, 20*time.Second)
+	span := f.spans(t, 1)[0]
+	assert.Equal(t, "upstream_timeout", attr(t, span, semconv.AttrErrorType).Str())
+}
+
 // TestProxyUpstreamHeaderTimeout: upstream.timeout bounds the wait for
 // response headers (504), never a stream that already started.
 func TestProxyUpstreamHeaderTimeout(t *testing.T) {
