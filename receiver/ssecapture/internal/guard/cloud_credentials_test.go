@@ -61,6 +61,53 @@ func TestGeminiInvalidKeyIsARefusal(t *testing.T) {
 	assert.False(t, s.Won(), "the hedge on the operator's key won")
 }
 
+// TestAccountRefusalsInA400AreRefusals: OpenAI answers an account past
+// its billing limit, and Anthropic one out of credit, with 400, not 401,
+// 402 or 429. A hedge on an alternate with the operator's own key, holding
+// content while the primary has not answered, is dropped when that answer
+// comes, as for any refusal of the client's credential.
+func TestAccountRefusalsInA400AreRefusals(t *testing.T) {
+	for name, tt := range map[string]struct {
+		shape         llmstream.Shape
+		path, content string
+		refusal       string
+	}{
+		"openai billing hard limit": {
+			llmstream.ShapeChatCompletions, "/v1/chat/completions", textFrame,
+			`{"error":{"message":"Billing hard limit has been reached","type":"invalid_request_error","param":null,"code":"billing_hard_limit_reached"}}`,
+		},
+		"anthropic credit balance": {
+			llmstream.ShapeMessages, "/v1/messages",
+			"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n",
+			`{"type":"error","error":{"type":"invalid_request_error","message":"Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits."},"request_id":"req_011"}`,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newCredentialHarness(t, Rule{Delay: 100 * time.Millisecond, MaxAttempts: 2}, Upstream{OwnCredential: true})
+			s, out := h.callOf(t, "openai", "m", tt.shape, tt.path, `{"model":"m","stream":true}`,
+				http.Header{"Authorization": {"Bearer sk-client"}, "X-Api-Key": {"sk-ant-client"}})
+			p := h.primary.next(t)
+			h.blockUntil(t, 1)
+			h.clock.Advance(100 * time.Millisecond)
+			a := h.alt.next(t)
+			a.stream(tt.content)
+			pending(t, out) // held: the primary has not answered
+			p.status(http.StatusBadRequest, tt.refusal)
+			r := wait(t, out)
+			require.NoError(t, r.err)
+			if r.resp.StatusCode == http.StatusOK {
+				a.end() // the hedge was committed: let its stream end
+			}
+			got, _ := io.ReadAll(r.resp.Body)
+			require.NoError(t, r.resp.Body.Close())
+			assert.Equal(t, http.StatusBadRequest, r.resp.StatusCode,
+				"a client whose account is refused was served on the operator's key: %q", got)
+			s.Finish()
+			assert.False(t, s.Won(), "the hedge on the operator's key won")
+		})
+	}
+}
+
 // TestQueryBillingProjectStaysWithThePrimary: Google's APIs take the
 // project billed for a call as the X-Goog-User-Project header or as the
 // userProject ($userProject) query parameter (Google's system

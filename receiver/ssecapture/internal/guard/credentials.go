@@ -187,10 +187,13 @@ func (pc *PrimaryCredential) reachedBy(out *http.Request) bool {
 // first bytes of its body) says the request's credential was refused: 401,
 // 402 (Anthropic's billing_error), 403, a 429 whose error names a quota or
 // billing limit rather than a rate (OpenAI's insufficient_quota, Google's
-// RESOURCE_EXHAUSTED with a QuotaFailure), or a 400 that is Google's
-// refusal of the key (the Gemini API answers an invalid or expired API key
-// with 400 INVALID_ARGUMENT, its ErrorInfo reason API_KEY_INVALID or
-// API_KEY_EXPIRED).
+// RESOURCE_EXHAUSTED with a QuotaFailure), or a 400 that refuses the
+// account rather than the request: Google's refusal of the key (the Gemini
+// API answers an invalid or expired API key with 400 INVALID_ARGUMENT, its
+// ErrorInfo reason API_KEY_INVALID or API_KEY_EXPIRED), a quota or billing
+// limit (OpenAI's billing_hard_limit_reached), or Anthropic's account out
+// of credit (an invalid_request_error whose only sign is its message:
+// "Your credit balance is too low to access the Anthropic API").
 func credentialRefused(status int, body []byte) bool {
 	switch status {
 	case http.StatusUnauthorized, http.StatusPaymentRequired, http.StatusForbidden:
@@ -198,9 +201,23 @@ func credentialRefused(status int, body []byte) bool {
 	case http.StatusTooManyRequests:
 		return quotaError(body)
 	case http.StatusBadRequest:
-		return keyRefused(body)
+		return keyRefused(body) || quotaError(body) || creditExhausted(body)
 	}
 	return false
+}
+
+// creditExhausted reports whether an error body is Anthropic's refusal of
+// an account without credit.
+func creditExhausted(body []byte) bool {
+	var v struct {
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &v) != nil {
+		return false
+	}
+	return strings.Contains(strings.ToLower(v.Error.Message), "credit balance is too low")
 }
 
 // keyRefused reports whether an error body is Google's refusal of an API

@@ -68,7 +68,10 @@ func TestCredentialRefused(t *testing.T) {
 		{http.StatusTooManyRequests, openAIRate, false},
 		{http.StatusTooManyRequests, geminiQuota, true},
 		{http.StatusServiceUnavailable, openAIQuota, false},
-		{http.StatusBadRequest, openAIQuota, false},
+		{http.StatusBadRequest, openAIQuota, true}, // an account's limit, whatever the status
+		{http.StatusBadRequest, `{"error":{"message":"max_tokens is too large","type":"invalid_request_error","code":"invalid_value"}}`, false},
+		{http.StatusBadRequest, `{"type":"error","error":{"type":"invalid_request_error","message":"Your credit balance is too low to access the Anthropic API."}}`, true},
+		{http.StatusBadRequest, `{"error":{"message":"Billing hard limit has been reached","type":"invalid_request_error","code":"billing_hard_limit_reached"}}`, true},
 	} {
 		assert.Equal(t, tc.want, credentialRefused(tc.status, []byte(tc.body)), "%d %.60s", tc.status, tc.body)
 	}
