@@ -60,7 +60,7 @@ func TestProxyRefusesMethodOverrides(t *testing.T) {
 			"GET /v1/models HTTP/1.1\r\nHost: proxy\r\nX-HTTP-Method-Override: TRACE\r\nConnection: close\r\n\r\n",
 			"405 Method Not Allowed", "method_not_allowed",
 		},
-		"track, in X-HTTP-Method": {rawChat("X-HTTP-Method: track\r\n"), "405 Method Not Allowed", "method_not_allowed"},
+		"track, in X-HTTP-Method":       {rawChat("X-HTTP-Method: track\r\n"), "405 Method Not Allowed", "method_not_allowed"},
 		"CONNECT after GET in one list": {rawChat("X-Method-Override: GET, CONNECT\r\n"), "405 Method Not Allowed", "method_not_allowed"},
 		"GET on a chat call":            {rawChat("X-HTTP-Method-Override: GET\r\n"), "400 Bad Request", "bad_request"},
 		"DELETE on a chat call":         {rawChat("X-Http-Method-Override: delete\r\n"), "400 Bad Request", "bad_request"},

@@ -442,9 +442,9 @@ func TestAlternateRefusalOfTheOperatorsKeyIsNotTheClients(t *testing.T) {
 		body       string
 		wantStatus int
 	}{
-		"own key refused":           {Upstream{OwnCredential: true}, http.StatusUnauthorized, refusal, http.StatusBadGateway},
-		"own key out of quota":      {Upstream{OwnCredential: true}, http.StatusTooManyRequests, `{"error":{"type":"insufficient_quota","message":"org-operator"}}`, http.StatusBadGateway},
-		"client's key forwarded":    {Upstream{ForwardClientCredentials: true, ServeCredentialFailures: true}, http.StatusUnauthorized, refusal, http.StatusUnauthorized},
+		"own key refused":          {Upstream{OwnCredential: true}, http.StatusUnauthorized, refusal, http.StatusBadGateway},
+		"own key out of quota":     {Upstream{OwnCredential: true}, http.StatusTooManyRequests, `{"error":{"type":"insufficient_quota","message":"org-operator"}}`, http.StatusBadGateway},
+		"client's key forwarded":   {Upstream{ForwardClientCredentials: true, ServeCredentialFailures: true}, http.StatusUnauthorized, refusal, http.StatusUnauthorized},
 		"own key, another failure": {Upstream{OwnCredential: true}, http.StatusServiceUnavailable, `{"error":{"message":"overloaded"}}`, http.StatusServiceUnavailable},
 	} {
 		t.Run(name, func(t *testing.T) {

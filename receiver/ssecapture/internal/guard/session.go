@@ -162,8 +162,8 @@ type Session struct {
 	ttftEnded bool
 	// alternateRefused: the client got alternateRefusal's 502.
 	alternateRefused bool
-	committed *committedBody
-	finished  bool
+	committed        *committedBody
+	finished         bool
 	// streamFailed is set when the committed stream's body ended cut or
 	// with the API's error frame (StreamFailed).
 	streamFailed bool
